@@ -1,0 +1,61 @@
+"""The measurement backend seam.
+
+A backend decides how one run is measured.  The runner executes whatever argv
+the backend returns from ``wrap`` (sleeping in ``wait4`` meanwhile), then asks
+the backend to ``collect`` its readings from the run's scratch directory.
+
+- ``time``: nothing wraps the workload; rusage from ``wait4`` only.
+- ``perf``: ``perf stat`` wraps the workload, one counter group per run.
+- ``cachegrind``: valgrind's simulated caches wrap the workload.
+
+``groups()`` lists the counter groups a run can carry; the planner spreads
+the runs of each side over them (seed 000: 10 runs with ``:u``, 10 with
+``:k``).  Backends without groups return ``((),)``: one empty group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What a backend read for one run."""
+
+    metrics: dict[str, float]  # metric name -> value, in the metric's unit
+    excluded: dict[str, str] = field(default_factory=dict)  # metric -> why this run's value is unusable
+    notes: tuple[str, ...] = ()  # facts about the run worth keeping (e.g. "workload killed by SIGSEGV")
+    failure: str | None = None  # set when the backend itself failed: the run counts as failed
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """How a backend's metric is read and judged unless the spec overrides it."""
+
+    unit: str  # "", "s", "ops/s", "count", ...
+    higher_is_better: bool | None  # None: no direction (a count with no good side)
+    exact: bool = False  # deterministic count: the exact method applies
+
+
+class Backend(Protocol):
+    """How a run is measured; see the module docstring."""
+
+    name: str
+
+    def groups(self) -> tuple[tuple[str, ...], ...]:
+        """The counter groups, each carried by some of the runs."""
+        ...
+
+    def wrap(self, argv: list[str], scratch: Path, group: tuple[str, ...]) -> list[str]:
+        """The argv to execute for one run of ``argv`` carrying ``group``."""
+        ...
+
+    def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
+        """Read the run's metrics; ``status`` is the raw ``wait4`` status."""
+        ...
+
+    def metric_info(self) -> dict[str, MetricInfo]:
+        """Defaults for the metrics this backend produces."""
+        ...
