@@ -1,0 +1,66 @@
+"""Versions of the tools a measurement depends on, and the virtualisation type.
+
+Each tool runs once with ``--version`` (``systemd-detect-virt`` with no
+argument); the value is the first non-empty line it prints, ``absent``
+when it is not on ``PATH``, ``unknown`` when it fails silently or does not
+answer within the deadline.  All tools run at once so the whole set costs
+about as much as the slowest one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+
+from perfab.machine.sysfs import ABSENT, UNKNOWN
+
+DEADLINE_S = 1.0  # wall-clock budget for all the tools together
+
+# snapshot key -> argv
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "tool.perf": ("perf", "--version"),
+    "tool.valgrind": ("valgrind", "--version"),
+    "tool.gcc": ("gcc", "--version"),
+    "tool.clang": ("clang", "--version"),
+    "tool.python": ("python3", "--version"),
+    "virt.type": ("systemd-detect-virt",),
+}
+
+
+def versions(commands: dict[str, tuple[str, ...]] = COMMANDS, deadline_s: float = DEADLINE_S) -> dict[str, str]:
+    """Key -> first line of each command's output; see the module docstring."""
+    env = dict(os.environ, LC_ALL="C")
+    started: dict[str, subprocess.Popen[bytes]] = {}
+    result: dict[str, str] = {}
+    for key, argv in commands.items():
+        exe = shutil.which(argv[0])
+        if exe is None:
+            result[key] = ABSENT
+            continue
+        try:
+            started[key] = subprocess.Popen(
+                [exe, *argv[1:]], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, env=env,
+            )
+        except OSError:
+            result[key] = UNKNOWN
+    end = time.monotonic() + deadline_s
+    for key, proc in started.items():
+        result[key] = _first_line(proc, max(0.0, end - time.monotonic()))
+    return {key: result[key] for key in commands}
+
+
+def _first_line(proc: subprocess.Popen[bytes], timeout_s: float) -> str:
+    """The first non-empty output line of ``proc``; kills it past the timeout."""
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return UNKNOWN
+    for line in out.decode("utf-8", "replace").splitlines():
+        if line.strip():
+            return line.strip()
+    return UNKNOWN
