@@ -1,0 +1,126 @@
+"""The snapshot on this real machine, checked against the kernel and the tools themselves."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from machine_trees import copy_live
+from perfab.errors import PerfabError
+from perfab.machine import UNAVAILABLE, checks, describe, differences, snapshot
+from perfab.machine.checks import Boost, Governor
+
+CPU = Path("/sys/devices/system/cpu")
+
+
+@pytest.fixture(scope="module")
+def snap() -> dict[str, str]:
+    return snapshot()
+
+
+def test_kernel_release_is_uname(snap):
+    assert snap["kernel.release"] == os.uname().release
+
+
+def test_cmdline_is_proc_cmdline(snap):
+    assert snap["kernel.cmdline"] == Path("/proc/cmdline").read_text().strip()
+
+
+def test_cpu_model_is_cpuinfo_model_name(snap):
+    lines = Path("/proc/cpuinfo").read_text().splitlines()
+    models = [l.split(":", 1)[1].strip() for l in lines if l.startswith("model name")]
+    assert snap["cpu.model"] == models[0]
+
+
+def test_online_and_threads_match_sysfs(snap):
+    assert snap["cpu.online"] == (CPU / "online").read_text().strip()
+    assert int(snap["cpu.threads"]) == os.cpu_count()
+
+
+def test_every_cache_index_has_a_key_with_sysfs_geometry(snap):
+    indexes = sorted((CPU / "cpu0" / "cache").glob("index*"))
+    assert indexes, "this machine exposes its caches in sysfs"
+    for index in indexes:
+        read = lambda name: (index / name).read_text().strip()  # noqa: E731
+        suffix = {"Data": "d", "Instruction": "i", "Unified": ""}[read("type")]
+        value = snap[f"cache.L{read('level')}{suffix}"]
+        size, ways, line = value.split(",")[0].split()
+        assert ways == f"{read('ways_of_associativity')}-way"
+        assert line == f"{read('coherency_line_size')}B"
+        assert f"{read('number_of_sets')} sets" in value
+        kib = int(read("size").rstrip("K"))
+        assert size == (f"{kib // 1024}M" if kib % 1024 == 0 else f"{kib}K")
+    assert len([k for k in snap if k.startswith("cache.")]) == len(indexes)
+
+
+@pytest.mark.skipif(shutil.which("lscpu") is None, reason="lscpu not installed")
+def test_cache_table_is_what_lscpu_prints(snap):
+    columns = "NAME,ONE-SIZE,ALL-SIZE,WAYS,TYPE,LEVEL,SETS,COHERENCY-SIZE"
+    out = subprocess.run(["lscpu", f"-C={columns}"], capture_output=True, text=True, check=True)
+    lines = describe(snap)
+    start = lines.index("Cache geometry (lscpu -C):") + 1
+    table = [l for l in lines[start:] if l.startswith(("NAME", "L"))]
+    assert table == [l.rstrip() for l in out.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("tool", ["perf", "valgrind", "gcc", "clang", "python3"])
+def test_tool_version_is_the_tools_first_line(snap, tool):
+    key = "tool.python" if tool == "python3" else f"tool.{tool}"
+    if shutil.which(tool) is None:
+        assert snap[key] == "absent"
+        return
+    out = subprocess.run([tool, "--version"], capture_output=True, text=True, env=dict(os.environ, LC_ALL="C"))
+    first = [l.strip() for l in (out.stdout + out.stderr).splitlines() if l.strip()][0]
+    assert snap[key] == first
+
+
+def test_settings_match_their_files(snap):
+    aslr = Path("/proc/sys/kernel/randomize_va_space").read_text().strip()
+    assert snap["kernel.aslr"].endswith(f"({aslr})")
+    assert snap["kernel.perf_event_paranoid"] == Path("/proc/sys/kernel/perf_event_paranoid").read_text().strip()
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    assert f"[{snap['mm.thp']}]" in thp
+    flags = [l for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("flags")]
+    assert snap["virt.hypervisor"] == ("yes" if "hypervisor" in flags[0].split() else "no")
+
+
+def test_no_cpufreq_means_unavailable_and_no_advice(snap):
+    if (CPU / "cpu0" / "cpufreq").exists():
+        pytest.skip("this machine has cpufreq")
+    assert snap["cpufreq.governor"] == UNAVAILABLE
+    assert Governor().advice() is None
+    assert Boost().advice() is None
+
+
+def test_writing_a_governor_without_cpufreq_says_so():
+    if (CPU / "cpu0" / "cpufreq").exists():
+        pytest.skip("this machine has cpufreq: a write would change it")
+    with pytest.raises(PerfabError, match="does not exist on this machine"):
+        Governor().write("performance")
+
+
+def test_snapshot_is_fast():
+    best_s = min(_timed(snapshot) for _ in range(3))
+    assert best_s < 0.5
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def test_copied_files_give_the_same_snapshot(tmp_path):
+    live = snapshot(tools=False)
+    copied = snapshot(copy_live(tmp_path), tools=False)
+    assert differences(live, copied) == []
+
+
+def test_every_value_is_a_nonempty_string(snap):
+    assert all(isinstance(v, str) and v for v in snap.values())
+    assert {c.name for c in checks()} <= snap.keys()
