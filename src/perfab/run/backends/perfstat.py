@@ -1,0 +1,196 @@
+"""The ``perf`` backend: each run wrapped in ``perf stat`` carrying one counter group.
+
+Output format: JSON (``-j``) written with ``-o`` into the run's scratch
+directory.  JSON rather than CSV because CSV prints ``msec`` counts
+(``task-clock``) with two decimals, 10 us steps that matter on short runs,
+while JSON keeps six (1 ns); its named keys also make rows self-describing,
+and event names with commas (``cpu/event=0x3c,umask=0/``) cannot shift
+fields.  perf releases from before 2022 lack ``-j``; they stop with exit 129
+and ``collect`` says so.
+
+Rows are matched to the requested events by position: perf 6.1 prints both
+``L1-icache-load-misses:u`` and ``:k`` as ``L1-icache-load-misses``.  A
+counter is used only when it ran 100% of the time; multiplexed,
+``<not counted>`` and ``<not supported>`` rows land in ``excluded`` with the
+reason.
+
+Failures perf hides: when the workload dies from a signal perf still exits 0
+and writes complete counts; its only trace is perf's ``psignal`` line
+(``sh: Segmentation fault``) as the last line of its stderr.  ``collect``
+reads that from ``scratch / STDERR_NAME``, which the runner fills with the
+wrapped command's stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from perfab.errors import UsageError
+from perfab.run.backends.base import Measurement, MetricInfo
+from perfab.run.backends.perfderived import derived_names, derived_metrics
+from perfab.run.backends.perfparse import PerfRow, parse_json
+from perfab.run.backends.perfsched import check_events, schedule_groups, split_modifiers
+
+OUTPUT_NAME = "perf.stat"  # perf's -o file in the scratch directory
+STDERR_NAME = "stderr"  # the wrapped command's stderr, saved by the runner
+_TOOL_TIMES = ("user_time", "system_time")  # rusage tool events: <not counted> there means 0 ns
+_SIGNAL_TEXT = {signal.strsignal(n): n for n in range(1, signal.NSIG) if signal.strsignal(n)}
+
+
+class PerfStatBackend:
+    """Counts hardware and software events with ``perf stat``; see the module docstring."""
+
+    name = "perf"
+
+    def __init__(self, counters: list[str], max_events_per_run: int | None = None, perf: str = "perf") -> None:
+        if not counters:
+            raise UsageError('backend "perf" needs counters: list the events to count, e.g. ["cycles", "instructions"]')
+        check_events(counters)
+        self.counters = list(counters)
+        self.perf = perf
+        if max_events_per_run is None:
+            self._groups: tuple[tuple[str, ...], ...] = (tuple(counters),)
+        else:
+            self._groups = schedule_groups(self.counters, max_events_per_run)
+
+    def groups(self) -> tuple[tuple[str, ...], ...]:
+        """The counter groups; one group with every counter when no budget was given."""
+        return self._groups
+
+    def wrap(self, argv: list[str], scratch: Path, group: tuple[str, ...]) -> list[str]:
+        """``perf stat -j -o <scratch>/perf.stat -e <group> -- argv`` (run it with LC_ALL=C)."""
+        output = str(Path(scratch) / OUTPUT_NAME)
+        return [self.perf, "stat", "-j", "-o", output, "-e", ",".join(group), "--", *argv]
+
+    def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
+        """Read the counts of one run; ``status`` is perf's raw wait status."""
+        scratch = Path(scratch)
+        stderr = _read(scratch / STDERR_NAME) or ""
+        code = os.waitstatus_to_exitcode(status)
+        if code < 0:
+            return Measurement({}, failure=f"perf stat was killed by {_signame(-code)}; the run has no counts")
+        text = _read(scratch / OUTPUT_NAME)
+        rows = parse_json(text).counters() if text is not None else ()
+        if not rows:
+            return Measurement({}, failure=_no_counts(code, stderr, text is not None))
+        if len(rows) != len(group):
+            return Measurement({}, failure=_row_mismatch(rows, group))
+        if (bad := _misnamed(rows, group)) is not None:
+            return Measurement({}, failure=bad)
+        return _measurement(rows, group, stderr)
+
+    def metric_info(self) -> dict[str, MetricInfo]:
+        """Units and directions of every counter and derived metric."""
+        info = {event: _event_info(event) for event in self.counters}
+        for name in derived_names(self._groups):
+            info[name] = MetricInfo("", higher_is_better=name.startswith("IPC"))
+        return info
+
+
+def _measurement(rows: tuple[PerfRow, ...], group: tuple[str, ...], stderr: str) -> Measurement:
+    metrics: dict[str, float] = {}
+    excluded: dict[str, str] = {}
+    notes: list[str] = []
+    for event, row in zip(group, rows):
+        if row.status == "not counted" and split_modifiers(event)[0] in _TOOL_TIMES and not row.run_time_ns:
+            metrics[event] = 0.0
+            notes.append(f"{event}: perf printed <not counted> for a zero rusage time; recorded as 0")
+        elif (reason := _exclusion(row)) is not None:
+            excluded[event] = reason
+        else:
+            metrics[event] = float(row.value)  # type: ignore[arg-type]
+    metrics.update(derived_metrics(metrics))
+    killed = _killed_by(stderr)
+    failure = None
+    if killed is not None:
+        failure = f"workload killed by {_signame(killed[0])} (perf stat exits 0 then; its stderr ends {killed[1]!r})"
+    return Measurement(metrics, excluded, tuple(notes), failure)
+
+
+def _exclusion(row: PerfRow) -> str | None:
+    if row.status == "not supported":
+        return "<not supported>: this machine cannot count the event (see `perfab counters`)"
+    if row.status == "not counted":
+        return "<not counted>: the counter never ran (perf could not schedule it, or the run was too short)"
+    if row.pct_running is not None and row.pct_running < 100.0:
+        return (f"multiplexed: the counter ran {row.pct_running:.2f}% of the time and perf scaled it up;"
+                " lower max_events_per_run")  # fmt: skip
+    if row.value is None:
+        return "perf printed no value"
+    return None
+
+
+def _no_counts(code: int, stderr: str, wrote_file: bool) -> str:
+    message = _perf_message(stderr)
+    said = f": {message}" if message else ""
+    if code == 129:
+        return (f"perf stat rejected its command line (exit 129){said}; check the counter names with"
+                " `perf list` (and that this perf has -j: releases since 2022)")  # fmt: skip
+    if code == 255 and "not supported" in message:
+        return (f"perf stat could not open the counter group (exit 255){said}; remove the event"
+                " or see `perfab counters`")  # fmt: skip
+    if message.startswith("Workload failed"):
+        return f"perf stat could not start the workload (exit {code}){said}; check the command"
+    where = "an output file without counts" if wrote_file else "no output file"
+    return f"perf stat left {where} (exit {code}){said}; run the wrapped command by hand to see why"
+
+
+def _perf_message(stderr: str) -> str:
+    """perf's own error line: the line after ``Error:``, or a known one-line complaint."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        if line == "Error:" and i + 1 < len(lines):
+            return lines[i + 1]
+        if line.startswith(("Workload failed:", "event syntax error:", "Error:", "Cannot find", "unknown")):
+            return line
+    return ""
+
+
+def _row_mismatch(rows: tuple[PerfRow, ...], group: tuple[str, ...]) -> str:
+    return (f"perf stat printed {len(rows)} counter rows for {len(group)} events ({', '.join(group)});"
+            " an event expanded to several PMUs (hybrid CPU?): request PMU-qualified events"
+            " such as cpu_core/cycles/")  # fmt: skip
+
+
+def _misnamed(rows: tuple[PerfRow, ...], group: tuple[str, ...]) -> str | None:
+    for event, row in zip(group, rows):
+        if split_modifiers(event)[0].lower() != split_modifiers(row.event)[0].lower():
+            return (f"perf stat printed {row.event!r} where {event!r} was expected; the rows cannot be"
+                    " matched to the requested events safely: report this with perf's output")  # fmt: skip
+    return None
+
+
+def _killed_by(stderr: str) -> tuple[int, str] | None:
+    """The signal named by perf's psignal line (``argv0: Description``) ending stderr."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    if not lines or ": " not in lines[-1]:
+        return None
+    number = _SIGNAL_TEXT.get(lines[-1].rsplit(": ", 1)[1].strip())
+    return (number, lines[-1].strip()) if number else None
+
+
+def _signame(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _event_info(event: str) -> MetricInfo:
+    base = split_modifiers(event)[0]
+    if base in ("task-clock", "cpu-clock"):
+        return MetricInfo("msec", higher_is_better=False)
+    if base in ("user_time", "system_time", "duration_time"):
+        return MetricInfo("ns", higher_is_better=False)
+    if base.endswith(("-misses", "-faults", "faults")) or base in ("cycles", "cpu-cycles"):
+        return MetricInfo("count", higher_is_better=False)
+    return MetricInfo("count", higher_is_better=None)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return None
