@@ -74,15 +74,24 @@ def test_tool_version_is_the_tools_first_line(snap, tool):
     if shutil.which(tool) is None:
         assert snap[key] == "absent"
         return
-    out = subprocess.run([tool, "--version"], capture_output=True, text=True, env=dict(os.environ, LC_ALL="C"))
+    env = dict(os.environ, LC_ALL="C")
+    out = subprocess.run([tool, "--version"], capture_output=True, text=True, env=env)
     first = [l.strip() for l in (out.stdout + out.stderr).splitlines() if l.strip()][0]
     assert snap[key] == first
+
+
+@pytest.mark.skipif(shutil.which("systemd-detect-virt") is None, reason="no systemd-detect-virt")
+@pytest.mark.parametrize("flag", ["vm", "container"])
+def test_virtualisation_is_what_systemd_detect_virt_says(snap, flag):
+    out = subprocess.run(["systemd-detect-virt", f"--{flag}"], capture_output=True, text=True)
+    assert snap[f"virt.{flag}"] == out.stdout.strip()
 
 
 def test_settings_match_their_files(snap):
     aslr = Path("/proc/sys/kernel/randomize_va_space").read_text().strip()
     assert snap["kernel.aslr"].endswith(f"({aslr})")
-    assert snap["kernel.perf_event_paranoid"] == Path("/proc/sys/kernel/perf_event_paranoid").read_text().strip()
+    paranoid = Path("/proc/sys/kernel/perf_event_paranoid").read_text().strip()
+    assert snap["kernel.perf_event_paranoid"] == paranoid
     thp = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
     assert f"[{snap['mm.thp']}]" in thp
     flags = [l for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("flags")]

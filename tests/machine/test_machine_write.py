@@ -119,4 +119,5 @@ def _in_unprivileged_child(action) -> str:
 
 
 def test_tmp_tree_is_not_the_live_system(tmp_path):
-    assert Aslr(tmp_path).path("/proc/sys/kernel/randomize_va_space") == Path(tmp_path, "proc/sys/kernel/randomize_va_space")
+    inside = Aslr(tmp_path).path("/proc/sys/kernel/randomize_va_space")
+    assert inside == Path(tmp_path, "proc/sys/kernel/randomize_va_space")

@@ -27,7 +27,6 @@ from perfab.machine.sysfs import (
     is_missing,
     online_cpus,
     read_line,
-    read_text,
     under,
     write_text,
 )

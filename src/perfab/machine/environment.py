@@ -16,12 +16,15 @@ The snapshot carries no date; the store records when each session ran.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from perfab.machine import checks as _c
 from perfab.machine import noise as _n
 from perfab.machine.cpu import cache_row, cache_value, caches, cpu_model, topology
-from perfab.machine.sysfs import UNAVAILABLE, UNKNOWN, format_cpu_list, online_cpus, read_line, read_text, under
+from perfab.machine.sysfs import (
+    UNAVAILABLE, UNKNOWN, format_cpu_list, online_cpus, read_line, read_text, under,
+)
 from perfab.machine.tools import versions
 
 VOLATILE: frozenset[str] = frozenset({"load.avg"})
@@ -53,7 +56,7 @@ def snapshot(root: Path = Path("/"), tools: bool = True) -> dict[str, str]:
     return dict(sorted(snap.items()))
 
 
-def _safe(show) -> str:
+def _safe(show: Callable[[], str]) -> str:
     try:
         return show()
     except Exception:  # noqa: BLE001 - a snapshot must never fail a session
@@ -123,10 +126,17 @@ def _hardware_line(snap: dict[str, str]) -> str:
         line = f"Hardware: {sockets}x {model}, {per_socket} cores/socket, {cores}C/{threads}T"
     else:
         line = f"Hardware: {model}, {threads} CPUs"
-    if snap.get("virt.hypervisor") == "yes":
-        kind = snap.get("virt.type", UNKNOWN)
-        line += " (under a hypervisor" + (f": {kind})" if kind not in (UNKNOWN, "absent") else ")")
+    vm, container = snap.get("virt.vm", UNKNOWN), snap.get("virt.container", UNKNOWN)
+    if snap.get("virt.hypervisor") == "yes" or _named(vm):
+        line += f"; under a hypervisor ({vm})" if _named(vm) else "; under a hypervisor"
+    if _named(container):
+        line += f"; in a container ({container})"
     return line
+
+
+def _named(value: str) -> bool:
+    """True for a systemd-detect-virt answer that names something."""
+    return value not in (UNKNOWN, "absent", "none", "")
 
 
 CACHE_HEADER = ["NAME", "ONE-SIZE", "ALL-SIZE", "WAYS", "TYPE", "LEVEL", "SETS", "COHERENCY-SIZE"]

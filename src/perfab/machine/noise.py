@@ -9,7 +9,9 @@ these checks only show and advise.
 from __future__ import annotations
 
 from perfab.machine.checks import Check
-from perfab.machine.sysfs import UNKNOWN, format_cpu_list, is_missing, online_cpus, parse_cpu_list, read_line, read_text
+from perfab.machine.sysfs import (
+    UNKNOWN, format_cpu_list, is_missing, online_cpus, parse_cpu_list, read_line, read_text,
+)
 
 _CPU = "/sys/devices/system/cpu"
 

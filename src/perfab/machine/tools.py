@@ -1,7 +1,8 @@
-"""Versions of the tools a measurement depends on, and the virtualisation type.
+"""Versions of the tools a measurement depends on, and the virtualisation.
 
-Each tool runs once with ``--version`` (``systemd-detect-virt`` with no
-argument); the value is the first non-empty line it prints, ``absent``
+Each tool runs once with ``--version``; ``systemd-detect-virt`` runs twice,
+for the hypervisor (``--vm``: "kvm", "none") and the container
+(``--container``: "docker", "none").  The value is the first non-empty line it prints, ``absent``
 when it is not on ``PATH``, ``unknown`` when it fails silently or does not
 answer within the deadline.  All tools run at once so the whole set costs
 about as much as the slowest one.
@@ -16,7 +17,7 @@ import time
 
 from perfab.machine.sysfs import ABSENT, UNKNOWN
 
-DEADLINE_S = 1.0  # wall-clock budget for all the tools together
+DEADLINE_S = 2.0  # wall-clock budget for all the tools together (they take ~0.2 s; slack for load)
 
 # snapshot key -> argv
 COMMANDS: dict[str, tuple[str, ...]] = {
@@ -25,11 +26,14 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "tool.gcc": ("gcc", "--version"),
     "tool.clang": ("clang", "--version"),
     "tool.python": ("python3", "--version"),
-    "virt.type": ("systemd-detect-virt",),
+    "virt.vm": ("systemd-detect-virt", "--vm"),
+    "virt.container": ("systemd-detect-virt", "--container"),
 }
 
 
-def versions(commands: dict[str, tuple[str, ...]] = COMMANDS, deadline_s: float = DEADLINE_S) -> dict[str, str]:
+def versions(
+    commands: dict[str, tuple[str, ...]] = COMMANDS, deadline_s: float = DEADLINE_S
+) -> dict[str, str]:
     """Key -> first line of each command's output; see the module docstring."""
     env = dict(os.environ, LC_ALL="C")
     started: dict[str, subprocess.Popen[bytes]] = {}
