@@ -17,6 +17,7 @@ import time
 
 from perfab.machine.sysfs import ABSENT, UNKNOWN
 
+_FLOOR_S = 0.05  # time still granted to each tool once the deadline has passed
 DEADLINE_S = 2.0  # wall-clock budget for all the tools together (they take ~0.2 s; slack for load)
 
 # snapshot key -> argv
@@ -52,7 +53,8 @@ def versions(
             result[key] = UNKNOWN
     end = time.monotonic() + deadline_s
     for key, proc in started.items():
-        result[key] = _first_line(proc, max(0.0, end - time.monotonic()))
+        # a floor, so a tool that finished while another used up the budget still counts
+        result[key] = _first_line(proc, max(_FLOOR_S, end - time.monotonic()))
     return {key: result[key] for key in commands}
 
 
