@@ -1,0 +1,77 @@
+//! `perfab_native`: the compiled DWARF reader behind `perfab size`.
+//!
+//! `inline_sites(path, threads=0)` walks every compilation unit of an ELF
+//! file in parallel and returns, as packed little-endian columns, every
+//! concrete function and every `DW_TAG_inlined_subroutine` with its callee,
+//! caller, enclosing inline, call site and bytes.  Each code byte belongs to
+//! its innermost inline site: a site's exclusive bytes are its ranges minus
+//! its children's; its inclusive bytes are all its ranges.
+
+mod collect;
+mod load;
+mod names;
+mod ranges;
+mod walk;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+pub use collect::{read_inline_sites, Columns};
+
+/// Read the inline sites of the ELF file at `path`.
+///
+/// Returns `None` when the file has no `.debug_info`; raises `ValueError`
+/// with a one-line reason when the file cannot be read as ELF/DWARF.
+/// `threads=0` uses one thread per CPU.
+#[pyfunction]
+#[pyo3(signature = (path, threads = 0))]
+fn inline_sites(py: Python<'_>, path: &str, threads: usize) -> PyResult<PyObject> {
+    let result = py.allow_threads(|| read_inline_sites(path, threads));
+    match result {
+        Ok(Some(cols)) => Ok(to_dict(py, &cols)?.into_any().unbind()),
+        Ok(None) => Ok(py.None()),
+        Err(msg) => Err(PyValueError::new_err(msg)),
+    }
+}
+
+fn to_dict<'py>(py: Python<'py>, c: &Columns) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new_bound(py);
+    let strings: Vec<String> =
+        c.strings.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect();
+    d.set_item("strings", PyList::new_bound(py, strings))?;
+    let u32s: [(&str, &Vec<u32>); 11] = [
+        ("func_name", &c.func_name),
+        ("func_linkage", &c.func_linkage),
+        ("func_symbol", &c.func_symbol),
+        ("site_callee", &c.site_callee),
+        ("site_linkage", &c.site_linkage),
+        ("site_func", &c.site_func),
+        ("site_file", &c.site_file),
+        ("site_line", &c.site_line),
+        ("site_exclusive", &c.site_exclusive),
+        ("site_inclusive", &c.site_inclusive),
+        ("func_bytes", &c.func_bytes),
+    ];
+    for (key, col) in u32s {
+        let bytes: Vec<u8> = col.iter().flat_map(|v| v.to_le_bytes()).collect();
+        d.set_item(key, PyBytes::new_bound(py, &bytes))?;
+    }
+    let parent: Vec<u8> = c.site_parent.iter().flat_map(|v| v.to_le_bytes()).collect();
+    d.set_item("site_parent", PyBytes::new_bound(py, &parent))?;
+    let entry: Vec<u8> = c.func_entry.iter().flat_map(|v| v.to_le_bytes()).collect();
+    d.set_item("func_entry", PyBytes::new_bound(py, &entry))?;
+    d.set_item("covered_bytes", c.covered_bytes)?;
+    d.set_item("function_bytes", c.function_bytes)?;
+    d.set_item("units", c.units)?;
+    d.set_item("unit_errors", c.unit_errors.clone())?;
+    d.set_item("versions", c.versions.clone())?;
+    Ok(d)
+}
+
+#[pymodule]
+fn perfab_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(inline_sites, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

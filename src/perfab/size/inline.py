@@ -1,0 +1,275 @@
+"""Inline attribution: which inlined callee grew, at how many sites, where.
+
+The compiled reader ``perfab_native.inline_sites`` walks the DWARF of an ELF
+file (DWARF 4 and 5, compressed sections, vmlinux) and returns every concrete
+function and every ``DW_TAG_inlined_subroutine`` as packed columns.  Each
+code byte belongs to its innermost inline site: a site's exclusive bytes are
+its address ranges minus its children's, its inclusive bytes are all of its
+ranges.  This module turns those columns into ``InlineSite`` values and
+compares two files per callee, which answers "every ``_raw_spin_unlock``
+call site grew by N bytes, across K sites" (seed 000) and "``copy_process``
+now inlines ``copy_mm`` whole" (seed 001).
+"""
+
+from __future__ import annotations
+
+import sys
+from array import array
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfab.errors import ToolError, UsageError
+
+NO_DWARF = "no DWARF: symbol-level diff only"
+TOP_CALLERS = 3  # callers kept per change, largest |delta| first
+
+
+@dataclass(frozen=True, slots=True)
+class InlineSite:
+    """One inlined call: a ``DW_TAG_inlined_subroutine`` in a concrete function."""
+
+    callee: str  # inlined function's name (DW_AT_name through abstract origins)
+    caller: str  # concrete function holding the code (outermost subprogram with code)
+    parent: str | None  # callee of the directly enclosing inline site; None at top level
+    call_file: str  # DW_AT_call_file, relative to the build directory when below it
+    call_line: int  # DW_AT_call_line (0: unknown)
+    exclusive_bytes: int  # code bytes of this site not inside a nested inline site
+    inclusive_bytes: int  # all code bytes of this site's ranges
+    caller_symbol: str = ""  # ELF symbol at the caller's entry (e.g. "copy_process.isra.0")
+
+
+@dataclass(frozen=True)
+class InlineIndex:
+    """Every inline site of one file, with the code they cover."""
+
+    sites: tuple[InlineSite, ...]  # in DWARF order
+    covered_bytes: int  # code bytes inside some inline site's ranges
+    function_bytes: int  # code bytes inside concrete functions' ranges
+    functions: int = 0  # concrete functions seen
+    dwarf_versions: tuple[int, ...] = ()  # unit versions present (4, 5)
+    warnings: tuple[str, ...] = ()  # units that could not be read, one line each
+
+    def by_callee(self) -> dict[str, list[InlineSite]]:
+        """Sites grouped by inlined function."""
+        return _group(self.sites, "callee")
+
+    def by_caller(self) -> dict[str, list[InlineSite]]:
+        """Sites grouped by the concrete function holding them."""
+        return _group(self.sites, "caller")
+
+
+@dataclass(frozen=True)
+class InlineChange:
+    """How one callee's inlined copies changed between two files."""
+
+    callee: str  # inlined function's name
+    sites_old: int  # inline sites in the old file
+    sites_new: int  # inline sites in the new file
+    bytes_per_site_old: float  # inclusive bytes per site, old (0.0 without sites)
+    bytes_per_site_new: float  # inclusive bytes per site, new
+    exclusive_old: int  # exclusive bytes summed over old sites
+    exclusive_new: int  # exclusive bytes summed over new sites
+    inclusive_old: int  # inclusive bytes summed over old sites
+    inclusive_new: int  # inclusive bytes summed over new sites
+    top_callers: tuple[tuple[str, int], ...]  # (caller, inclusive delta bytes), largest |delta| first
+    evidence: tuple[str, ...]  # e.g. "kernel/fork.c:2381 in copy_process", one per top caller
+
+    @property
+    def inclusive_delta(self) -> int:
+        """Inclusive bytes gained (negative: lost)."""
+        return self.inclusive_new - self.inclusive_old
+
+    @property
+    def sites_delta(self) -> int:
+        """Inline sites gained (negative: lost)."""
+        return self.sites_new - self.sites_old
+
+
+def _group(sites: tuple[InlineSite, ...], key: str) -> dict[str, list[InlineSite]]:
+    out: dict[str, list[InlineSite]] = defaultdict(list)
+    for s in sites:
+        out[getattr(s, key)].append(s)
+    return dict(out)
+
+
+def _native():
+    try:
+        import perfab_native
+    except ImportError as err:
+        raise ToolError(
+            f"the DWARF reader perfab_native is not installed ({err}); "
+            "build it with `.venv/bin/pip install ./native` (needs cargo)"
+        ) from None
+    return perfab_native
+
+
+def read_inline_index(path: str | Path, threads: int = 0) -> InlineIndex | None:
+    """The inline sites of the ELF file at ``path``; None when it has no DWARF.
+
+    ``threads`` bounds the reader's parallelism over compile units (0: one
+    per CPU).  Unreadable files raise ``UsageError``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file; give the path of an ELF file")
+    try:
+        data = _native().inline_sites(str(path), threads)
+    except ValueError as err:
+        raise UsageError(f"{path}: {err}; give an ELF file built with -g") from None
+    return None if data is None else _index_from_columns(data)
+
+
+def _column(data: dict, key: str, code: str = "I") -> list[int]:
+    col = array(code)
+    col.frombytes(data[key])
+    if sys.byteorder == "big":
+        col.byteswap()
+    return col.tolist()
+
+
+def _index_from_columns(data: dict) -> InlineIndex:
+    strings: list[str] = data["strings"]
+    func_name = [strings[i] for i in _column(data, "func_name")]
+    func_symbol = [strings[i] for i in _column(data, "func_symbol")]
+    callee = _column(data, "site_callee")
+    parents = _column(data, "site_parent", "i")
+    sites = tuple(
+        InlineSite(
+            strings[c],
+            func_name[f],
+            strings[callee[p]] if p >= 0 else None,
+            strings[fi],
+            line,
+            excl,
+            incl,
+            func_symbol[f],
+        )
+        for c, f, p, fi, line, excl, incl in zip(
+            callee,
+            _column(data, "site_func"),
+            parents,
+            _column(data, "site_file"),
+            _column(data, "site_line"),
+            _column(data, "site_exclusive"),
+            _column(data, "site_inclusive"),
+        )
+    )
+    return InlineIndex(
+        sites=sites,
+        covered_bytes=int(data["covered_bytes"]),
+        function_bytes=int(data["function_bytes"]),
+        functions=len(func_name),
+        dwarf_versions=tuple(data["versions"]),
+        warnings=tuple(data["unit_errors"]),
+    )
+
+
+@dataclass
+class _Tally:
+    """Per-callee sums over one file's sites (mutable while counting)."""
+
+    sites: int = 0
+    exclusive: int = 0
+    inclusive: int = 0
+    by_caller: dict[str, int] | None = None  # caller -> inclusive bytes
+    example: dict[str, InlineSite] | None = None  # caller -> its largest site
+
+
+def _tally(index: InlineIndex) -> dict[str, _Tally]:
+    out: dict[str, _Tally] = {}
+    for s in index.sites:
+        t = out.get(s.callee)
+        if t is None:
+            t = out[s.callee] = _Tally(by_caller=defaultdict(int), example={})
+        t.sites += 1
+        t.exclusive += s.exclusive_bytes
+        t.inclusive += s.inclusive_bytes
+        t.by_caller[s.caller] += s.inclusive_bytes
+        best = t.example.get(s.caller)
+        if best is None or s.inclusive_bytes > best.inclusive_bytes:
+            t.example[s.caller] = s
+    return out
+
+
+def compare_inlines(old: InlineIndex, new: InlineIndex) -> list[InlineChange]:
+    """Per-callee changes of inline sites and bytes, largest |inclusive delta| first.
+
+    Callees whose site count and byte sums are all equal are left out.
+    Sites are matched by callee and caller name only (addresses and line
+    numbers move between builds); inclusive bytes of nested sites count
+    towards every enclosing callee as well.
+    """
+    t_old, t_new = _tally(old), _tally(new)
+    empty = _Tally(by_caller={}, example={})
+    changes = []
+    for callee in t_old.keys() | t_new.keys():
+        a, b = t_old.get(callee, empty), t_new.get(callee, empty)
+        if (a.sites, a.exclusive, a.inclusive) == (b.sites, b.exclusive, b.inclusive):
+            continue
+        changes.append(_change(callee, a, b))
+    changes.sort(key=lambda c: (-abs(c.inclusive_delta), -abs(c.sites_delta), c.callee))
+    return changes
+
+
+def _change(callee: str, a: _Tally, b: _Tally) -> InlineChange:
+    deltas = {c: b.by_caller.get(c, 0) - a.by_caller.get(c, 0) for c in a.by_caller.keys() | b.by_caller.keys()}
+    top = sorted(((c, d) for c, d in deltas.items() if d), key=lambda cd: (-abs(cd[1]), cd[0]))[:TOP_CALLERS]
+    evidence = []
+    for caller, delta in top:
+        site = (b.example if delta > 0 else a.example).get(caller)
+        if site is not None:
+            evidence.append(f"{site.call_file}:{site.call_line} in {caller}")
+    return InlineChange(
+        callee=callee,
+        sites_old=a.sites,
+        sites_new=b.sites,
+        bytes_per_site_old=a.inclusive / a.sites if a.sites else 0.0,
+        bytes_per_site_new=b.inclusive / b.sites if b.sites else 0.0,
+        exclusive_old=a.exclusive,
+        exclusive_new=b.exclusive,
+        inclusive_old=a.inclusive,
+        inclusive_new=b.inclusive,
+        top_callers=tuple(top),
+        evidence=tuple(evidence),
+    )
+
+
+WIDTH = 80
+_HEAD = f"{'inlined callee':<34}{'sites old':>10}{'new':>6}{'B/site old':>12}{'new':>7}{'delta':>11}"
+
+
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _row(c: InlineChange) -> list[str]:
+    line = (
+        f"{_fit(c.callee, 33):<34}{c.sites_old:>10}{c.sites_new:>6}"
+        f"{c.bytes_per_site_old:>12.1f}{c.bytes_per_site_new:>7.1f}{c.inclusive_delta:>+11}"
+    )
+    rows = [line]
+    if c.top_callers:
+        caller, delta = c.top_callers[0]
+        where = c.evidence[0] if c.evidence else caller
+        rows.append(_fit(f"    {where} ({delta:+})", WIDTH))
+    return rows
+
+
+def format_inline_changes(changes: list[InlineChange], limit: int = 20) -> str:
+    """Plain-text table of the first ``limit`` changes, at most 80 columns.
+
+    Each row: callee, sites old/new, inclusive bytes per site old/new,
+    inclusive delta; under it the largest caller change with its call site.
+    The last line counts the rows cut and their summed delta.
+    """
+    if not changes:
+        return "inline sites: no change\n"
+    lines = [_HEAD, "-" * WIDTH]
+    for c in changes[:limit]:
+        lines.extend(_row(c))
+    cut = changes[limit:]
+    if cut:
+        total = sum(c.inclusive_delta for c in cut)
+        lines.append(f"({len(cut)} more changed callees not shown, inclusive delta {total:+} bytes)")
+    return "\n".join(lines) + "\n"
