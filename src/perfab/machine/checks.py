@@ -125,35 +125,32 @@ class Boost(Check):
     title = "CPU frequency boost"
     choices = ("on", "off")
 
-    def _source(self) -> tuple[Path, bool] | None:
-        """The file that controls boost and whether it is inverted (no_turbo)."""
+    def _source(self) -> tuple[Path, bool]:
+        """The file that controls boost, and whether it is inverted (no_turbo).
+
+        ``cpufreq/boost`` when neither file exists, so messages name the usual file.
+        """
         boost = self.path(f"{_CPU}/cpufreq/boost")
         no_turbo = self.path(f"{_CPU}/intel_pstate/no_turbo")
-        for path, inverted in ((boost, False), (no_turbo, True)):
-            if path.exists():
-                return path, inverted
-        return None
+        if not boost.exists() and no_turbo.exists():
+            return no_turbo, True
+        return boost, False
 
     def show(self) -> str:
-        source = self._source()
-        if source is None:
-            return UNAVAILABLE
-        path, inverted = source
+        path, inverted = self._source()
         raw = read_line(path)
         return _on_off(raw, on="0", off="1") if inverted else _on_off(raw)
 
     def advice(self) -> str | None:
         if self.show() != "on":
             return None
-        path, _ = self._source() or (self.path(f"{_CPU}/cpufreq/boost"), False)
         return (
             "frequency boost is on: the clock depends on temperature and on what the other"
-            f" cores do; turn it off for steadier timings ({path})"
+            f" cores do; turn it off for steadier timings ({self._source()[0]})"
         )
 
     def _write(self, value: str) -> None:
-        source = self._source()
-        path, inverted = source or (self.path(f"{_CPU}/cpufreq/boost"), False)
+        path, inverted = self._source()
         raw = ("0" if value == "on" else "1") if inverted else ("1" if value == "on" else "0")
         write_text(path, raw, self.title)
 
