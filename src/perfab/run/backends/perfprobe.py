@@ -50,7 +50,7 @@ def probe_counter_budget(perf: str = "perf") -> CounterBudget:
     sysfs = next((f"/sys/bus/event_source/devices/{d}" for d in _PMU_DIRS
                   if Path(f"/sys/bus/event_source/devices/{d}").is_dir()), None)  # fmt: skip
     present = _trial_counts_instructions(perf)
-    counters, source = _general_counters() if present else (None, "no PMU")
+    counters, source = _general_counters() if present else (None, "unknown")
     watchdog = _read_int("/proc/sys/kernel/nmi_watchdog")
     usable = None if counters is None else counters - (1 if watchdog == 1 else 0)
     paranoid = _read_int("/proc/sys/kernel/perf_event_paranoid")
@@ -64,7 +64,8 @@ def describe_counters(budget: CounterBudget) -> str:
     lines = [
         f"hardware PMU:          {'yes' if budget.pmu_present else 'no'}"
         + (f" ({budget.pmu_sysfs})" if budget.pmu_sysfs else ""),
-        f"general counters:      {_or_unknown(budget.general_counters)} (from {budget.counters_source})",
+        f"general counters:      {_or_unknown(budget.general_counters)}"
+        + (f" (from {budget.counters_source})" if budget.general_counters else ""),
         f"NMI watchdog:          {_on_off(budget.nmi_watchdog)}",
         f"usable per run:        {_or_unknown(budget.usable_counters)}"
         + ("  -> max_events_per_run" if budget.usable_counters else ""),
