@@ -1,0 +1,43 @@
+"""Measurement backends: how a run is measured (see ``base``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perfab.run.backends.base import Backend, Measurement, MetricInfo
+from perfab.spec import Measure
+
+
+class TimeBackend:
+    """No wrapper: the runner's rusage (wall, user, sys, RSS, switches) is the measurement."""
+
+    name = "time"
+
+    def groups(self) -> tuple[tuple[str, ...], ...]:
+        return ((),)
+
+    def wrap(self, argv: list[str], scratch: Path, group: tuple[str, ...]) -> list[str]:
+        return list(argv)
+
+    def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
+        return Measurement({})
+
+    def metric_info(self) -> dict[str, MetricInfo]:
+        return {}
+
+
+def make_backend(measure: Measure) -> Backend:
+    """The backend a spec's ``[measure]`` table asks for."""
+    if measure.backend == "perf":
+        from perfab.run.backends.perfstat import PerfStatBackend
+
+        return PerfStatBackend(list(measure.counters), measure.max_events_per_run)
+    if measure.backend == "cachegrind":
+        from perfab.run.backends.cachegrind import CachegrindBackend
+
+        return CachegrindBackend(l1i=measure.l1i, l1d=measure.l1d, ll=measure.ll,
+                                 callgrind_toggle=measure.callgrind_toggle)
+    return TimeBackend()
+
+
+__all__ = ["Backend", "Measurement", "MetricInfo", "TimeBackend", "make_backend"]

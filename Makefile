@@ -1,0 +1,58 @@
+# perfab: everything the project needs is installed from here, nothing by hand.
+#   make demo   run the bundled default experiment and print its report
+#   make test   run the whole test suite
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+CC     ?= gcc
+SITES  ?= 2048
+
+.PHONY: demo test sysdeps workloads native clean
+
+demo: $(STAMP) workloads
+	rm -f .perfab/demo.db .perfab/demo.db-wal .perfab/demo.db-shm
+	$(VENV)/bin/perfab run examples/default.toml --db .perfab/demo.db
+
+test: $(STAMP) sysdeps workloads native
+	$(PY) -m pytest -q
+
+# System tools the measurement backends and tests rely on; installed only if absent.
+sysdeps:
+	@missing=""; \
+	command -v perf >/dev/null 2>&1 || missing="$$missing linux-perf"; \
+	command -v valgrind >/dev/null 2>&1 || missing="$$missing valgrind"; \
+	command -v $(CC) >/dev/null 2>&1 || missing="$$missing gcc"; \
+	command -v readelf >/dev/null 2>&1 || missing="$$missing binutils"; \
+	command -v cargo >/dev/null 2>&1 || missing="$$missing cargo"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+# The bundled workload, built both ways (see examples/default.toml).
+workloads: build/inline/lockbench build/outline/lockbench
+
+build/lockbench.c: workloads/gen_lockbench.py
+	mkdir -p build
+	$(PYTHON) workloads/gen_lockbench.py $(SITES) > $@
+
+build/inline/lockbench: build/lockbench.c
+	mkdir -p build/inline
+	$(CC) -O2 -g -o $@ $<
+
+build/outline/lockbench: build/lockbench.c
+	mkdir -p build/outline
+	$(CC) -O2 -g -DUNLOCK_OUTLINE -o $@ $<
+
+native:
+
+clean:
+	rm -rf build $(VENV) .perfab

@@ -1,0 +1,1 @@
+"""Stage 5: statistics: named methods, diagnostics, comparisons."""

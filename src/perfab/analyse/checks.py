@@ -1,0 +1,77 @@
+"""Diagnostics of samples, returned as warnings (data, never prints).
+
+Each function looks at one side's (or both sides') samples of one metric
+and returns a warning string or None.  The report decides how to show them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+
+
+def too_few_runs(n_base: int, n_exp: int, alpha: float) -> str | None:
+    """The rank test's smallest possible two-sided p-value is 2 / C(n+m, n); warn when it exceeds alpha."""
+    if n_base == 0 or n_exp == 0:
+        return "no usable runs on one side"
+    smallest = 2 / math.comb(n_base + n_exp, n_base)
+    if smallest <= alpha:
+        return None
+    need = next(k for k in range(2, 100) if 2 / math.comb(2 * k, k) <= alpha)
+    return (f"with {n_base}+{n_exp} runs the rank test can never reach alpha {alpha:g} "
+            f"(smallest p {smallest:.2g}); run >= {need} per side")
+
+
+def drift(values: np.ndarray, order: np.ndarray, side: str, alpha: float = 0.01) -> str | None:
+    """Spearman rank correlation of value against run order within one side (a trend over time)."""
+    if len(values) < 8 or np.ptp(values) == 0:
+        return None
+    rho, p = stats.spearmanr(order, values)
+    if p < alpha and abs(rho) >= 0.5:
+        return f"drift across run order on {side} (Spearman rho {rho:+.2f}, p {p:.2g}): the machine changed during the runs"
+    return None
+
+
+def bimodal(values: np.ndarray, side: str) -> str | None:
+    """Sarle's bimodality coefficient above 5/9 (the value of a uniform distribution) suggests two modes.
+
+    BC = (skew^2 + 1) / (excess kurtosis + 3(n-1)^2 / ((n-2)(n-3))), with
+    sample-size corrected skewness and kurtosis (Pfister et al., "Good
+    things peak in pairs", Frontiers in Psychology 4 (2013) 700).  Needs
+    at least 10 values; a coarse screen, not a test.
+    """
+    n = len(values)
+    if n < 10 or np.ptp(values) == 0:
+        return None
+    g = stats.skew(values, bias=False)
+    k = stats.kurtosis(values, bias=False)
+    bc = (g ** 2 + 1) / (k + 3 * (n - 1) ** 2 / ((n - 2) * (n - 3)))
+    if bc > 5 / 9 + 0.05:
+        return f"{side} samples look bimodal (bimodality coefficient {bc:.2f} > 0.56): look at the raw runs"
+    return None
+
+
+def adjust(pvalues: list[float], method: str) -> list[float]:
+    """Adjust p-values for multiple comparisons across a report's rows.
+
+    ``bh``: Benjamini-Hochberg step-up, controls the false discovery rate
+    for independent or positively dependent tests (Benjamini & Hochberg,
+    JRSS B 57 (1995) 289-300).  ``holm``: Holm's step-down, controls the
+    family-wise error rate under any dependence (Holm, Scand. J. Statist.
+    6 (1979) 65-70).
+    """
+    p = np.asarray(pvalues, dtype=float)
+    if len(p) == 0:
+        return []
+    if method == "bh":
+        return [float(x) for x in stats.false_discovery_control(p, method="bh")]
+    order = np.argsort(p)
+    m = len(p)
+    adjusted = np.empty(m)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        adjusted[i] = running
+    return [float(x) for x in adjusted]

@@ -1,0 +1,249 @@
+"""The ``perfab`` command: thin wrappers over the library, one per subcommand.
+
+``perfab run SPEC`` is the whole pipeline::
+
+    exp = load_spec(path)                        # 1. spec
+    backend = make_backend(exp.measure)          #    how runs are measured
+    runner = Runner(exp, store, backend, ...)    # 2-4. plan, run, store
+    runner.run(side, resume)
+    analysis = analyse(store, exp.name)          # 5. analyse
+    print(render(analysis, fmt))                 # 6. report
+
+Every library error becomes one line on stderr and a non-zero exit
+(2 for usage errors); ``main`` takes argv and streams so tests call it
+directly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable, TextIO
+
+from perfab.errors import PerfabError, UsageError
+
+DEFAULT_DB = ".perfab/results.db"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise UsageError(f"{message}; see `{self.prog} --help`")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="perfab", description="A/B performance experiments with verdicts you can defend.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    run = sub.add_parser("run", help="run an experiment spec, store every run, print the report")
+    run.add_argument("spec", help="experiment TOML (see examples/default.toml)")
+    _db(run)
+    run.add_argument("--resume", action="store_true", help="continue the unfinished session of this experiment")
+    run.add_argument("--new-session", action="store_true", help="start a new session even if one is unfinished")
+    run.add_argument("--side", help="for external sides: which side this machine/boot is")
+    run.add_argument("--no-report", action="store_true", help="store the runs, print no report")
+    _report_opts(run)
+
+    rep = sub.add_parser("report", help="analyse stored runs and print the comparison")
+    rep.add_argument("experiment", nargs="?", help="experiment name (default: the newest)")
+    _db(rep)
+    _report_opts(rep)
+    rep.add_argument("--fail-on-regression", action="store_true",
+                     help="exit 1 when a primary metric regressed beyond noise (**)")
+
+    plan = sub.add_parser("plan", help="print the run order a spec would use, without running")
+    plan.add_argument("spec")
+    plan.add_argument("--side", help="plan only this external side")
+
+    lst = sub.add_parser("list", help="list the experiments in a results database")
+    _db(lst)
+
+    sub.add_parser("env", help="show the machine settings that matter for measurement, with advice")
+    sub.add_parser("counters", help="show what this machine can count: PMU, counter budget, paranoid level")
+
+    scr = sub.add_parser("screen", help="rank commands by kernel share and front-end boundness")
+    scr.add_argument("commands", nargs="+", help="each a shell command string, e.g. 'perf bench sched pipe'")
+
+    size = sub.add_parser("size", help="code-size diff of two ELF files, explained", add_help=False)
+    size.add_argument("args", nargs=argparse.REMAINDER)
+    return p
+
+
+def _db(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+
+
+def _report_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", default="text", choices=["text", "markdown", "json", "csv"])
+    p.add_argument("--alpha", type=float, help="significance level after FDR control (default: the spec's, 0.05)")
+    p.add_argument("--confidence", type=float, help="confidence level of intervals (default: the spec's, 0.95)")
+    p.add_argument("--method", choices=["nonparametric", "exact", "normal"], help="override every row's method")
+
+
+def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["size"]:
+        from perfab.size.cli import main as size_main
+
+        return size_main(argv[1:], stdout, stderr)
+    try:
+        args = build_parser().parse_args(argv)
+        if not args.command:
+            build_parser().print_help(stdout)
+            return 2
+        return COMMANDS[args.command](args, stdout, stderr)
+    except PerfabError as e:
+        print(f"perfab: {e}", file=stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("perfab: interrupted; stored runs are kept (continue with perfab run SPEC --resume)", file=stderr)
+        return 130
+
+
+def main_entry() -> None:
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. `perfab report | head`
+        code = 0
+    sys.exit(code)
+
+
+def cmd_run(args, stdout, stderr) -> int:
+    from perfab.analyse.compare import analyse
+    from perfab.machine import snapshot
+    from perfab.report import render
+    from perfab.run.backends import make_backend
+    from perfab.run.executor import RealExecutor
+    from perfab.run.runner import Runner
+    from perfab.spec import load_spec
+    from perfab.store import Store
+
+    exp = load_spec(args.spec)
+    backend = make_backend(exp.measure)
+    with Store(args.db) as store, _progress(stderr) as progress:
+        runner = Runner(exp, store, backend, RealExecutor(), snapshot(), progress,
+                        say=lambda line: progress.log(line))
+        result = runner.run(side=args.side, resume=args.resume, new_session=args.new_session)
+        if result.status == "interrupted":
+            print(f"perfab: interrupted after {result.runs_done} runs; stored. Continue with "
+                  f"`perfab run {args.spec} --resume`", file=stderr)
+        if args.no_report:
+            return 0 if result.status == "finished" else 130
+        analysis = analyse(store, exp.name, args.alpha, args.confidence, args.method)
+    stdout.write(render(analysis, args.format))
+    return 0 if result.status == "finished" else 130
+
+
+def cmd_report(args, stdout, stderr) -> int:
+    from perfab.analyse.compare import analyse
+    from perfab.report import regressions, render
+    from perfab.store import Store
+
+    with Store(args.db, create=False) as store:
+        analysis = analyse(store, args.experiment, args.alpha, args.confidence, args.method)
+    stdout.write(render(analysis, args.format))
+    if args.fail_on_regression:
+        bad = regressions(analysis)
+        if bad:
+            print(f"perfab: regression beyond noise in primary metric(s): {'; '.join(bad)}", file=stderr)
+            return 1
+    return 0
+
+
+def cmd_plan(args, stdout, stderr) -> int:
+    from perfab.plan import make_plan
+    from perfab.run.backends import make_backend
+    from perfab.spec import load_spec
+
+    exp = load_spec(args.spec)
+    groups = make_backend(exp.measure).groups()
+    for p in make_plan(exp, [args.side] if args.side else None, len(groups)):
+        kind = "warm-up" if p.warmup else f"block {p.block}"
+        events = ",".join(groups[p.group]) or "-"
+        print(f"{p.seq:5d}  {p.workload:<20} {p.variant:<16} {kind:<10} {events}", file=stdout)
+    return 0
+
+
+def cmd_list(args, stdout, stderr) -> int:
+    from perfab.store import Store
+
+    with Store(args.db, create=False) as store:
+        for name in store.experiments():
+            sessions = store.sessions(name)
+            runs = store.run_rows(name)
+            print(f"{name:<32} {len(sessions)} session(s), {len(runs)} run(s), last {sessions[-1].status}",
+                  file=stdout)
+    return 0
+
+
+def cmd_env(args, stdout, stderr) -> int:
+    from perfab.machine import checks
+
+    for check in checks():
+        advice = check.advice()
+        print(f"{check.name:<24} {check.show()}", file=stdout)
+        if advice:
+            print(f"{'':<24} -> {advice}", file=stdout)
+    return cmd_counters(args, stdout, stderr)
+
+
+def cmd_counters(args, stdout, stderr) -> int:
+    from perfab.run.backends.perfstat import describe_counters, probe_counter_budget
+
+    stdout.write(describe_counters(probe_counter_budget()).rstrip() + "\n")
+    return 0
+
+
+def cmd_screen(args, stdout, stderr) -> int:
+    from perfab.run.backends.perfstat import format_screen, rank, screen_command
+
+    results = [screen_command(["/bin/sh", "-c", c]) for c in args.commands]
+    stdout.write(format_screen(rank(results), args.commands).rstrip() + "\n")
+    return 0
+
+
+COMMANDS: dict[str, Callable] = {
+    "run": cmd_run, "report": cmd_report, "plan": cmd_plan, "list": cmd_list, "env": cmd_env,
+    "counters": cmd_counters, "screen": cmd_screen,
+}
+
+
+class _progress:
+    """A rich progress bar with ETA on a terminal; silence otherwise."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+        self.bar = None
+
+    def __enter__(self):
+        if getattr(self.stream, "isatty", lambda: False)():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeRemainingColumn(), console=Console(file=self.stream), transient=True)
+            self.bar.__enter__()
+            self.task = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        if self.bar is None:
+            return
+        if self.task is None:
+            self.task = self.bar.add_task(label, total=total)
+        self.bar.update(self.task, completed=done, total=total, description=label)
+        if done >= total:
+            self.bar.remove_task(self.task)
+            self.task = None
+
+    def log(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.console.print(line, markup=False, highlight=False)
+        else:
+            print(f"perfab: {line}", file=self.stream)

@@ -1,0 +1,41 @@
+"""Number formatting shared by the report formats."""
+
+from __future__ import annotations
+
+import math
+
+from perfab.analyse.compare import Row
+
+
+def fmt_value(row: Row, value: float | None) -> str:
+    """A center value: thousands separators for counts, G for very large, ~5 significant digits otherwise."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    values = row.base_values + row.exp_values
+    integral = all(float(v).is_integer() for v in values) if values else float(value).is_integer()
+    mag = abs(value)
+    if mag >= 1e10:
+        return f"{value / 1e9:,.2f}G"
+    if integral or mag >= 1e5:
+        return f"{value:,.0f}"
+    if mag == 0:
+        return "0"
+    decimals = max(0, min(4, 4 - int(math.floor(math.log10(mag)))))
+    return f"{value:,.{decimals}f}"
+
+
+def fmt_delta(row: Row) -> str:
+    est = row.estimate
+    if est is None or est.delta is None:
+        return "-"
+    return f"{100 * est.delta:+.2f}%"
+
+
+def noise_range(rows: list[Row]) -> str:
+    """`` (+-0.10..0.36%)``: the range of per-run noise (robust CV) over the rows with a test."""
+    cvs = [c for r in rows if r.estimate is not None and r.estimate.method != "exact"
+           for c in (r.cv_base, r.cv_exp) if c is not None]
+    if not cvs:
+        return ""
+    lo, hi = 100 * min(cvs), 100 * max(cvs)
+    return f" (+-{lo:.2f}%)" if f"{lo:.2f}" == f"{hi:.2f}" else f" (+-{lo:.2f}..{hi:.2f}%)"

@@ -1,0 +1,175 @@
+"""Stage 6: the plain-text report, in the shape kernel mailing lists use.
+
+Per workload a table ``Metric  Baseline  Experiment  Delta  Sig`` between
+dashed rules, thousands separators, signed percent deltas, direction notes
+and a legend; a SETUP block above; environment differences, failed and
+excluded runs and warnings below, never hidden.  With three or more
+variants the table shows each side as a percentage of the baseline (=
+100.00%) with a verdict per cell.  Everything fits 80 columns.
+"""
+
+from __future__ import annotations
+
+import math
+
+from perfab.analyse.compare import Analysis, Row
+from perfab.plan import describe_order
+from perfab.report.numbers import fmt_delta, fmt_value, noise_range
+
+WIDTH = 80
+
+
+def render_text(a: Analysis) -> str:
+    out: list[str] = [f"perfab: {a.experiment}", ""]
+    out += _setup(a)
+    out += _env_differences(a)
+    for info in a.workloads:
+        rows = [r for r in a.rows if r.workload == info.name]
+        out += ["", info.name.upper(), "", f"    {_clip(info.command, WIDTH - 4)}", ""]
+        out += _table(a, rows) if len(a.variants) == 1 else _normalized_table(a, rows)
+        out += _legend(a, rows)
+        out += _problems(info, rows)
+    if a.warnings:
+        out += ["", "WARNINGS"] + [f"  - {w}" for w in a.warnings]
+    if a.notes:
+        out += ["", "NOTES"] + [f"  - {n}" for n in a.notes]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _setup(a: Analysis) -> list[str]:
+    from perfab.machine import describe
+
+    lines = ["SETUP"]
+    lines += [f"  {line}" for line in describe(a.environment)]
+    runs = ", ".join(f"{v} {n}" for v, n in a.runs_per_side.items())
+    lines.append(f"  sides    : baseline = {a.baseline}; experiment = {', '.join(a.variants)}")
+    lines.append(f"  runs     : {runs} measured ({describe_order(a.spec) if a.spec else a.order})")
+    lines.append(f"  counted  : {_counted(a)}")
+    if a.sessions > 1:
+        lines.append(f"  sessions : {a.sessions}")
+    return [_clip(x, WIDTH) for x in lines]
+
+
+def _counted(a: Analysis) -> str:
+    if a.backend == "perf":
+        groups = " | ".join(",".join(g) for g in a.groups)
+        return f"perf stat, one group per run: {groups}"
+    if a.backend == "cachegrind":
+        return "valgrind cachegrind (simulated caches, user space only), rusage"
+    return "wall/user/sys time, max RSS, context switches (wait4 rusage)"
+
+
+def _env_differences(a: Analysis) -> list[str]:
+    if not a.env_differences:
+        return []
+    lines = ["", "ENVIRONMENT DIFFERS BETWEEN SIDES"]
+    for variant, key, base, other in a.env_differences:
+        lines.append(_clip(f"  {key}: {base} ({a.baseline}) vs {other} ({variant})", WIDTH))
+    return lines
+
+
+def _table(a: Analysis, rows: list[Row]) -> list[str]:
+    label_w = min(28, max([len(r.label) for r in rows] + [10]))
+    cells = [(_clip(r.label, label_w), fmt_value(r, r.estimate.median_base if r.estimate else _center(r.base_values)),
+              fmt_value(r, r.estimate.median_exp if r.estimate else _center(r.exp_values)),
+              fmt_delta(r), _sig(r)) for r in rows]
+    vw = max([len(c[1]) for c in cells] + [len(c[2]) for c in cells] + [10])
+    header = f"{'Metric':<{label_w}}  {'Baseline':>{vw}}  {'Experiment':>{vw}}  {'Delta':>8}  Sig"
+    rule = "-" * min(WIDTH, len(header) + 3)
+    body = [f"{c[0]:<{label_w}}  {c[1]:>{vw}}  {c[2]:>{vw}}  {c[3]:>8}  {c[4]}" for c in cells]
+    return [header, rule, *body, rule]
+
+
+def _normalized_table(a: Analysis, rows: list[Row]) -> list[str]:
+    label_w = min(24, max([len(r.label) for r in rows] + [10]))
+    sides = [a.baseline, *a.variants]
+    col = max(10, *(len(s) for s in sides)) + 1
+    header = f"{'Metric':<{label_w}}" + "".join(f"  {s:>{col}}     " for s in sides)
+    rule = "-" * min(WIDTH, len(header.rstrip()))
+    body = []
+    metrics = list(dict.fromkeys(r.metric for r in rows))
+    for metric in metrics:
+        per = {r.variant: r for r in rows if r.metric == metric}
+        first = next(iter(per.values()))
+        line = f"{_clip(first.label, label_w):<{label_w}}  {'100.00%':>{col}}     "
+        for v in a.variants:
+            r = per.get(v)
+            pct = "-" if r is None or r.estimate is None or r.estimate.delta is None else \
+                f"{100 * (1 + r.estimate.delta):.2f}%"
+            line += f"  {pct:>{col}} {_sig(r) if r else '':<4}"
+        body.append(line.rstrip())
+    return [header.rstrip(), rule, *body, rule]
+
+
+def _legend(a: Analysis, rows: list[Row]) -> list[str]:
+    lines = _wrap(_directions(rows)) if _directions(rows) else []
+    noise = noise_range(rows)
+    margins = sorted({r.margin for r in rows if r.estimate is not None})
+    margin = "/".join(f"{100 * m:.2g}%" for m in margins) or "0.1%"
+    lines += _wrap(f"** = beyond per-run noise{noise}, ns = within noise, flat = within +-{margin}.")
+    methods = sorted({r.estimate.method for r in rows if r.estimate is not None})
+    lines += _wrap(_method_note(a, methods))
+    mdes = [r.mde for r in rows if r.mde is not None and math.isfinite(r.mde)]
+    if mdes:
+        lines += _wrap(f"Minimum detectable effect at this n and noise (80% power): "
+                       f"{100 * min(mdes):.2f}..{100 * max(mdes):.2f}%.")
+    return lines
+
+
+def _directions(rows: list[Row]) -> str:
+    """``ops/s: higher = better. Time elapsed/User: lower = better.``"""
+    by_dir: dict[bool, list[str]] = {True: [], False: []}
+    for r in rows:
+        if r.higher_is_better is not None and r.estimate is not None:
+            name = _short(r.label)
+            if name not in by_dir[r.higher_is_better]:
+                by_dir[r.higher_is_better].append(name)
+    parts = [f"{'/'.join(names)}: {'higher' if d else 'lower'} = better." for d, names in by_dir.items() if names]
+    return " ".join(parts)
+
+
+def _method_note(a: Analysis, methods: list[str]) -> str:
+    names = {"nonparametric": f"Mann-Whitney U, {a.confidence:.0%} Hodges-Lehmann intervals",
+             "exact": "exact counts (deterministic; only the margin decides flat)",
+             "normal": f"Welch t, {a.confidence:.0%} intervals"}
+    fdr = {"bh": "Benjamini-Hochberg FDR", "holm": "Holm FWER"}[a.fdr]
+    return f"Tests: {'; '.join(names[m] for m in methods)}; {fdr} at alpha {a.alpha:g} across rows."
+
+
+def _problems(info, rows: list[Row]) -> list[str]:
+    lines = []
+    for variant, reasons in info.failed.items():
+        lines.append(f"Failed runs on {variant}: {len(reasons)} ({reasons[0]})")
+    for what, count in info.excluded.items():
+        lines.append(f"Excluded {what} ({count} runs)")
+    for r in rows:
+        for w in r.warnings:
+            lines.append(f"{_short(r.label)} [{r.variant}]: {w}")
+    if not lines:
+        return []
+    return ["", *[y for x in lines for y in _wrap(x)]]
+
+
+def _sig(r: Row | None) -> str:
+    return "" if r is None else r.verdict
+
+
+def _center(values: tuple[float, ...]) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    return s[len(s) // 2]
+
+
+def _short(label: str) -> str:
+    return label.split(" (")[0]
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _wrap(text: str) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, WIDTH, subsequent_indent="  ", break_on_hyphens=False) or [""]
