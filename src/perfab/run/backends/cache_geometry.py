@@ -232,3 +232,24 @@ def host_geometry(root: Path = SYSFS_CACHE, lscpu: str = "lscpu") -> CacheGeomet
                 'give it explicitly, e.g. l1i="32K,8,64", l1d="32K,8,64", ll="8M,16,64"'
             ) from None
         return parse_lscpu(out.stdout)
+
+
+def resolve_geometry(
+    given: dict[str, CacheLevel], host: CacheGeometry | None = None
+) -> tuple[CacheGeometry, tuple[str, ...]]:
+    """The geometry to simulate: ``given`` levels (keys l1i/l1d/ll), the rest the host's.
+
+    Host levels valgrind cannot simulate are adjusted (``simulable``), each
+    adjustment returned as a note.  ``host`` defaults to ``host_geometry()``,
+    read only when a level is missing.
+    """
+    if {"l1i", "l1d", "ll"} <= given.keys():
+        return CacheGeometry(given["l1i"], given["l1d"], given["ll"], "given"), ()
+    host = host or host_geometry()
+    levels, notes = dict(given), []
+    for key, name, level in (("l1i", "I1", host.i1), ("l1d", "D1", host.d1), ("ll", "LL", host.ll)):
+        if key not in levels:
+            levels[key], note = simulable(name, level)
+            notes += [note] if note else []
+    source = f"{host.source}, {'/'.join(given)} given" if given else host.source
+    return CacheGeometry(levels["l1i"], levels["l1d"], levels["ll"], source), tuple(notes)

@@ -43,14 +43,10 @@ from pathlib import Path
 
 from perfab.errors import ToolError, UsageError
 from perfab.run.backends.base import Measurement, MetricInfo
-from perfab.run.backends.cache_geometry import (
-    CacheGeometry,
-    CacheLevel,
-    host_geometry,
-    parse_level,
-    simulable,
-)
+from perfab.run.backends.cache_geometry import CacheLevel, host_geometry, parse_level, resolve_geometry
 from perfab.run.backends.cache_outfile import metrics_from_events, parse_out_file, sum_out_files
+
+__all__ = ["CachegrindBackend", "SIMULATION_NOTE", "host_geometry", "valgrind_version"]
 
 SIMULATION_NOTE = (
     "simulated cache: user space only; no prefetcher or op cache: "
@@ -126,29 +122,12 @@ class CachegrindBackend:
                 f"callgrind_toggle={callgrind_toggle!r} is not a function name: give one "
                 'symbol name, wildcards allowed, e.g. callgrind_toggle="do_work*"'
             )
-        self.geometry, self.geometry_notes = self._geometry(given)
+        self.geometry, self.geometry_notes = resolve_geometry(given)
         self.valgrind = _resolve(valgrind)
         self.version = valgrind_version(self.valgrind)
         self.toggle = callgrind_toggle
         self.trace_children = trace_children
         self.tool = "callgrind" if callgrind_toggle else "cachegrind"
-
-    @staticmethod
-    def _geometry(given: dict[str, CacheLevel]) -> tuple[CacheGeometry, tuple[str, ...]]:
-        """The given levels, the rest from the host (adjusted for valgrind, with notes)."""
-        if len(given) == 3:
-            return CacheGeometry(given["l1i"], given["l1d"], given["ll"], "given"), ()
-        host = host_geometry()
-        levels, notes = {}, []
-        for key, name, level in (("l1i", "I1", host.i1), ("l1d", "D1", host.d1), ("ll", "LL", host.ll)):
-            if key in given:
-                levels[key] = given[key]
-                continue
-            levels[key], note = simulable(name, level)
-            if note:
-                notes.append(note)
-        source = host.source if not given else f"{host.source}, {'/'.join(given)} given"
-        return CacheGeometry(levels["l1i"], levels["l1d"], levels["ll"], source), tuple(notes)
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         return ((),)
