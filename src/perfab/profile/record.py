@@ -13,6 +13,14 @@ keys name the event perf reports it sampled.
 ``perf record`` runs in the caller's environment, because the workload
 inherits it; only ``perf report``, whose output is parsed, runs with
 ``LC_ALL=C``.  perf's own messages from ``record`` go to the run's stderr.
+
+perf's build-id cache (``~/.debug``) is kept out of it: ``record`` does not
+add to it (``--no-buildid-cache``) and ``report`` looks in an empty
+directory instead (``--buildid-dir``), so symbols come from the binaries on
+disk as they are when ``collect`` runs, straight after the run.  Through the
+cache, two binaries whose loaded bytes are identical (so their build-ids
+are) but whose symbol names differ would both be reported under the names
+of whichever was cached first.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from perfab.profile.parse import parse_report
 
 EVENT_SOURCES = Path("/sys/bus/event_source/devices")
 PERF_DATA = "perf.data"
+NO_BUILDID_CACHE = "perf.buildid"  # a directory name in scratch that is never created
 REPORT_ARGS = (
     "--stdio", "--no-children", "-g", "none", "--sort", "dso,sym",
     "-F", "overhead,period,sample,dso,sym", "-t", ";",
@@ -64,10 +73,10 @@ class ProfileRecorder:
         self.callgraph = callgraph  # record call chains (-g) for later inspection of perf.data
 
     def wrap(self, argv: list[str], scratch: Path) -> list[str]:
-        """``perf record -e <event> -F <freq> [-g] -o <scratch>/perf.data -- argv``."""
+        """``perf record --no-buildid-cache -e <event> -F <freq> [-g] -o <scratch>/perf.data -- argv``."""
         if not argv:
             raise UsageError("nothing to profile: the run's argv is empty; give the workload command")
-        cmd = ["perf", "record", "-e", self.event, "-F", str(self.freq)]
+        cmd = ["perf", "record", "--no-buildid-cache", "-e", self.event, "-F", str(self.freq)]
         if self.callgraph:
             cmd.append("-g")
         return [*cmd, "-o", str(Path(scratch) / PERF_DATA), "--", *argv]
@@ -87,7 +96,7 @@ def run_report(data: Path) -> str:
         raise ToolError(f"{data} does not exist: perf record did not run or failed; see the run's stderr")
     env = {**os.environ, "LC_ALL": "C"}
     proc = subprocess.run(
-        ["perf", "report", "-i", str(data), *REPORT_ARGS],
+        ["perf", "--buildid-dir", str(data.parent / NO_BUILDID_CACHE), "report", "-i", str(data), *REPORT_ARGS],
         capture_output=True, text=True, env=env, check=False,
     )  # fmt: skip
     if "has no samples" in proc.stderr:

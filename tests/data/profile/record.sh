@@ -7,19 +7,19 @@ trap 'rm -rf "$tmp"' EXIT
 gcc -O2 -g -o "$tmp/workload" workload.c
 
 report() { # $1 = perf.data, $2 = fixture name
-	LC_ALL=C perf report -i "$1" --stdio --no-children -g none --sort dso,sym \
+	LC_ALL=C perf --buildid-dir "$tmp/perf.buildid" report -i "$1" --stdio --no-children -g none --sort dso,sym \
 		-F overhead,period,sample,dso,sym -t ';' >"$2.txt" 2>"$2.stderr"
 }
 
-LC_ALL=C perf record -e cpu-clock -F 999 -o "$tmp/mixed.data" -- "$tmp/workload"
+LC_ALL=C perf record --no-buildid-cache -e cpu-clock -F 999 -o "$tmp/mixed.data" -- "$tmp/workload"
 report "$tmp/mixed.data" mixed_cpu_clock
 
-LC_ALL=C perf record -e cycles -F 999 -o "$tmp/cycles.data" -- "$tmp/workload"
+LC_ALL=C perf record --no-buildid-cache -e cycles -F 999 -o "$tmp/cycles.data" -- "$tmp/workload"
 report "$tmp/cycles.data" cycles_fallback
 
-LC_ALL=C perf record -g -e cpu-clock -F 999 -o "$tmp/pipe.data" -- \
+LC_ALL=C perf record --no-buildid-cache -g -e cpu-clock -F 999 -o "$tmp/pipe.data" -- \
 	sh -c 'dd if=/dev/zero bs=64k count=40000 status=none | md5sum'
 report "$tmp/pipe.data" shell_pipeline_callgraph
 
-LC_ALL=C perf record -e cpu-clock -F 999 -o "$tmp/empty.data" -- true
+LC_ALL=C perf record --no-buildid-cache -e cpu-clock -F 999 -o "$tmp/empty.data" -- true
 report "$tmp/empty.data" no_samples
