@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,15 @@ def run_like_the_runner(backend: PerfStatBackend, argv: list[str], scratch: Path
                                 stderr=stderr, env={**os.environ, "LC_ALL": "C"})  # fmt: skip
         _, status, _ = os.wait4(proc.pid, 0)
     return status
+
+
+def wait_for_child(pid: int, timeout_s: float = 10.0) -> None:
+    """Wait until perf has forked its workload (its signal handlers are set by then)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    deadline = time.monotonic() + timeout_s
+    while not children.read_text().strip() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)
 
 
 def pmu_counts_cycles() -> bool:
@@ -62,6 +73,19 @@ def test_workload_killed_by_a_signal_fails_the_run(tmp_path, sig):
     assert os.waitstatus_to_exitcode(status) == 0  # perf hides the signal
     m = backend.collect(tmp_path, group, status)
     assert m.failure is not None and f"SIG{sig}" in m.failure
+
+
+def test_ctrl_c_to_the_process_group_fails_the_run(tmp_path):
+    backend = PerfStatBackend(["task-clock"])
+    with open(tmp_path / STDERR_NAME, "w") as stderr:
+        proc = subprocess.Popen(backend.wrap(["sleep", "5"], tmp_path, ("task-clock",)), stderr=stderr,
+                                env={**os.environ, "LC_ALL": "C"}, start_new_session=True)  # fmt: skip
+        wait_for_child(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, status, _ = os.wait4(proc.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0  # perf survives SIGINT and prints the counts
+    m = backend.collect(tmp_path, ("task-clock",), status)
+    assert m.failure is not None and "SIGINT" in m.failure and m.metrics["task-clock"] > 0
 
 
 def test_unknown_event_is_a_clear_failure(tmp_path):

@@ -44,6 +44,14 @@ def test_domains_travel_together_and_chunks_respect_budget():
     assert sorted(e for g in groups for e in g if e != "cycles") == sorted(counters[1:])
 
 
+def test_tracepoints_cost_no_counter():
+    counters = ["cycles", "syscalls:sys_enter_read", "L1-icache-load-misses:u", "L1-icache-load-misses:k"]
+    assert schedule_groups(counters, 2) == (
+        ("cycles", "syscalls:sys_enter_read", "L1-icache-load-misses:u"),
+        ("cycles", "syscalls:sys_enter_read", "L1-icache-load-misses:k"),
+    )
+
+
 def test_no_split_gives_one_group():
     assert schedule_groups(["cycles", "instructions", "task-clock"], 2) == (("cycles", "instructions", "task-clock"),)
 

@@ -54,7 +54,7 @@ def probe_counter_budget(perf: str = "perf") -> CounterBudget:
     watchdog = _read_int("/proc/sys/kernel/nmi_watchdog")
     usable = None if counters is None else counters - (1 if watchdog == 1 else 0)
     paranoid = _read_int("/proc/sys/kernel/perf_event_paranoid")
-    advice = _advice(present, counters, watchdog, paranoid, perf)
+    advice = _advice(present, sysfs is not None, counters, watchdog, paranoid, perf)
     watch = None if watchdog is None else watchdog == 1
     return CounterBudget(present, sysfs, counters, source, watch, usable, paranoid, tuple(advice))
 
@@ -138,11 +138,15 @@ def _from_cpuinfo() -> int | None:
     return 6 if "AuthenticAMD" in text and "perfctr_core" in flags else None
 
 
-def _advice(present: bool, counters: int | None, watchdog: int | None, paranoid: int | None, perf: str) -> list[str]:
+def _advice(present: bool, listed: bool, counters: int | None, watchdog: int | None,
+            paranoid: int | None, perf: str) -> list[str]:  # fmt: skip
     out: list[str] = []
     if shutil.which(perf) is None:
         out.append(f"{perf!r} not found: install perf (Debian: apt-get install linux-perf)")
-    if not present:
+    if not present and listed:
+        out.append("sysfs lists a CPU PMU but `perf stat -e instructions true` counted nothing:"
+                   " check perf_event_paranoid and that perf matches the running kernel")  # fmt: skip
+    elif not present:
         out.append('no hardware PMU: use backend = "cachegrind" for instruction and I1-miss counts'
                    " (software events such as task-clock still work with perf)")  # fmt: skip
     if present and watchdog == 1:

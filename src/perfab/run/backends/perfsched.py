@@ -9,8 +9,8 @@ groups (seed 000: ``cycles, instructions`` plus one L1i filter per run,
 
 Rules:
 
-- Software events (``task-clock``, ``page-faults``, ``user_time`` ...) use
-  no PMU counter: they ride in every group and are not counted.
+- Software events (``task-clock``, ``page-faults``, ``user_time`` ...) and
+  tracepoints use no PMU counter: they ride in every group and are not counted.
 - An event requested with several privilege filters (``X:u`` and ``X:k``)
   is *split*: its variants go to different groups.
 - Every other hardware event is *common*: it is in every group, so ratios
@@ -40,9 +40,9 @@ def split_modifiers(event: str) -> tuple[str, str]:
 
 
 def is_software(event: str) -> bool:
-    """True for events that need no PMU counter (see ``SOFTWARE_EVENTS``)."""
+    """True for events that need no PMU counter: ``SOFTWARE_EVENTS`` and tracepoints (``sched:sched_switch``)."""
     base = split_modifiers(event)[0]
-    return base in SOFTWARE_EVENTS or base.startswith("software/")
+    return base in SOFTWARE_EVENTS or base.startswith("software/") or ":" in base
 
 
 def check_events(counters: list[str]) -> None:
