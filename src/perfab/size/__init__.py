@@ -1,0 +1,26 @@
+"""perfab.size: a symbol-level code-size diff of two ELF files that explains itself.
+
+The path of a diff, one module per step:
+
+1. ``elf``       maps the file; header, sections and ``.symtab`` as numpy arrays.
+2. ``symbols``   perfab's symbol rules (aliases once, statics keyed by file);
+   ``compat``    bloat-o-meter's rules and output, exactly.
+3. ``families``  folds ``foo.cold``, ``foo.isra.N``, ``__pfx_foo``... into ``foo``.
+4. ``causes``    one cause per family, from symbols and DWARF inline sites
+                 (``inline``: the DWARF reader).
+5. ``diff``      ``diff_files`` -> ``SizeDiff``; ``report`` prints it;
+   ``cli``       ``perfab size OLD NEW``.
+
+As a library::
+
+    from perfab.size import diff_files
+    d = diff_files("vmlinux.old", "vmlinux.new")
+    for fam in d.families[:10]:
+        print(fam.name, fam.delta_bytes, fam.cause.text)
+"""
+
+from __future__ import annotations
+
+from perfab.size.diff import Coverage, FamilyRow, SectionRow, SizeDiff, diff_files
+
+__all__ = ["Coverage", "FamilyRow", "SectionRow", "SizeDiff", "diff_files"]

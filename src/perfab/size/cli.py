@@ -1,0 +1,64 @@
+"""``perfab size OLD NEW``: the command line over ``perfab.size.diff_files``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TextIO
+
+from perfab.errors import PerfabError
+from perfab.size.diff import diff_files
+from perfab.size.report import render
+
+DESCRIPTION = (
+    "Symbol-level code-size diff of two ELF files. Prints bloat-o-meter's table, size(1)-like totals, "
+    "function families (foo, foo.cold, foo.isra.N, __pfx_foo, ...) with a cause per row, and an accounting "
+    "of every changed section. With DWARF (-g) on both sides, causes name inlining."
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, through main's handler
+        raise _UsageExit(message)
+
+
+class _UsageExit(Exception):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (prog "perfab size")."""
+    p = _Parser(prog="perfab size", description=DESCRIPTION)
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("-c", dest="mode", action="store_const", const="categories", help="three tables: functions, data, rodata")
+    only.add_argument("-d", dest="mode", action="store_const", const="data+rodata", help="data and rodata symbols only")
+    only.add_argument("-t", dest="mode", action="store_const", const="text", help="function symbols only")
+    p.add_argument("--compat", action="store_true", help="bloat-o-meter's symbol rules and output exactly (nm types, .NUMBER merged)")
+    p.add_argument("--no-dwarf", action="store_true", help="do not read DWARF: causes from symbols alone (faster)")
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text", help="report format (default text)")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="rows per listing, largest |delta| kept, the rest summed (default 50; 0: all; compat: all)")
+    p.add_argument("old", metavar="OLD", help="the baseline ELF file (vmlinux, .so, executable, .o)")
+    p.add_argument("new", metavar="NEW", help="the changed ELF file")
+    return p
+
+
+def main(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
+    """Run ``perfab size`` with ``argv``; returns the exit status."""
+    try:
+        args = build_parser().parse_args(argv)
+    except _UsageExit as err:
+        stderr.write(f"perfab size: {err}; see perfab size --help\n")
+        return 2
+    except SystemExit as done:  # --help
+        return int(done.code or 0)
+    limit = args.limit if args.limit is not None else (0 if args.compat else 50)
+    if limit < 0:
+        stderr.write("perfab size: --limit must be >= 0 (0 prints every row)\n")
+        return 2
+    try:
+        diff = diff_files(args.old, args.new, compat=args.compat, mode=args.mode or "all", dwarf=not args.no_dwarf)
+    except PerfabError as err:
+        stderr.write(f"perfab size: {err}\n")
+        return err.exit_code
+    stdout.write(render(diff, args.format, limit))
+    return 0

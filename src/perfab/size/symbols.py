@@ -1,0 +1,181 @@
+"""perfab's own symbol rules: what a symbol is, what it is keyed by, what it covers.
+
+Unlike bloat-o-meter (``compat``), a symbol here is any sized, defined,
+allocated symbol, weak and IFUNC ones included, and:
+
+- aliases (same section, address and size) count once, under one name
+  chosen by binding (global, weak, local), then type, then the plainest name;
+- a local symbol is keyed by its name *and* the source file of the STT_FILE
+  symbol before it, so two ``static int helper`` in two files stay apart;
+- ``.NUMBER`` suffixes (``__func__.3``, ``foo.isra.0``) are stripped from
+  the key, since they change from build to build; sizes under one key add up.
+
+Each section is also measured: the bytes its symbols cover (union of their
+ranges) and the bytes no symbol covers, for the accounting check.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfab.size import elf as E
+
+NUMBER_RE = re.compile(r"\.[0-9]+")
+KINDS = ("text", "rodata", "data", "bss")
+_REL_GROUPS = (".text", ".rodata", ".data.rel.ro", ".data", ".bss", ".tdata", ".tbss", ".sdata", ".sbss")
+
+Key = tuple[str, "str | None"]  # (name with .NUMBER stripped, source file for locals)
+
+
+@dataclass(frozen=True)
+class SectionUse:
+    """How much of one section (or group of ET_REL sections) symbols cover."""
+
+    name: str  # section name; ET_REL's ".text.foo" counts as ".text"
+    kind: str  # "text", "rodata", "data" or "bss"
+    size_bytes: int  # sh_size summed over the group
+    symbol_bytes: int  # sizes of the symbols in it, aliases once
+    covered_bytes: int  # union of the symbols' ranges, clipped to the section
+
+
+@dataclass(frozen=True)
+class SymbolSet:
+    """One file's symbols under perfab's rules."""
+
+    sizes: dict[Key, int]  # key -> bytes (members sharing a key add up)
+    kinds: dict[Key, str]  # key -> kind of the section holding it
+    aliases: dict[str, tuple[str, ...]]  # kept name -> the other names at the same address
+    sections: tuple[SectionUse, ...]  # allocated sections, in file order
+    symbol_count: int  # symbols kept, aliases once
+
+
+def section_kind(s: E.Section) -> str | None:
+    """The size(1)-like bucket of an allocated section; None if not allocated."""
+    if not s.alloc:
+        return None
+    if s.flags & E.SHF_EXECINSTR:
+        return "text"
+    if s.type == E.SHT_NOBITS:
+        return "bss"
+    if s.name == ".rodata" or s.name.startswith(".rodata."):
+        return "rodata"  # by name: vmlinux's .rodata is writable until mark_rodata_ro()
+    return "data" if s.flags & E.SHF_WRITE else "rodata"
+
+
+def group_name(name: str, relocatable: bool) -> str:
+    """The output section an ET_REL input section lands in (``.text.foo`` -> ``.text``)."""
+    if not relocatable:
+        return name
+    for g in _REL_GROUPS:
+        if name == g or name.startswith(g + "."):
+            return g
+    return name
+
+
+def read_symbols(f: E.ElfFile) -> SymbolSet:
+    """Key, size and kind of each kept symbol of ``f``, and each section's coverage."""
+    kinds = [section_kind(s) for s in f.sections]
+    idx = _candidates(f, kinds)
+    idx, aliases = _dedupe_aliases(f, idx)
+    sizes: dict[Key, int] = {}
+    key_kinds: dict[Key, str] = {}
+    s = f.symbols
+    names, files, get = (s.names, s.file, sizes.get) if s is not None else ([], [], sizes.get)
+    shndx = s.shndx[idx].tolist() if s is not None else []
+    for i, ndx, size in zip(idx.tolist(), shndx, s.size[idx].tolist() if s is not None else []):
+        name = names[i]
+        key = (NUMBER_RE.sub("", name) if "." in name else name, files[i])
+        sizes[key] = get(key, 0) + size
+        key_kinds[key] = "bss" if ndx == E.SHN_COMMON else kinds[ndx]
+    return SymbolSet(sizes, key_kinds, aliases, _section_uses(f, kinds, idx), len(idx))
+
+
+def _candidates(f: E.ElfFile, kinds: list[str | None]) -> np.ndarray:
+    s = f.symbols
+    if s is None:
+        return np.zeros(0, dtype=np.int64)
+    allocated = np.array([k is not None for k in kinds] + [False], dtype=bool)
+    ndx = np.where(s.shndx < len(kinds), s.shndx, len(kinds))
+    keep = (s.size != 0) & (s.type != E.STT_SECTION) & (s.type != E.STT_FILE)
+    keep &= allocated[ndx] | (s.shndx == E.SHN_COMMON)
+    return np.flatnonzero(keep)
+
+
+def _dedupe_aliases(f: E.ElfFile, idx: np.ndarray) -> tuple[np.ndarray, dict[str, tuple[str, ...]]]:
+    """Keep one symbol per (section, address, size); map its name to the others'."""
+    s = f.symbols
+    if s is None or len(idx) < 2:
+        return idx, {}
+    order = np.lexsort((s.size[idx], s.value[idx], s.shndx[idx]))
+    si = idx[order]
+    same = (s.shndx[si][1:] == s.shndx[si][:-1]) & (s.value[si][1:] == s.value[si][:-1])
+    same &= (s.size[si][1:] == s.size[si][:-1]) & (s.shndx[si][1:] != E.SHN_COMMON)
+    if not same.any():
+        return idx, {}
+    starts = np.flatnonzero(np.concatenate(([True], ~same)))
+    bounds = np.append(starts, len(si))
+    drop, aliases = [], {}
+    for g in np.flatnonzero(np.diff(bounds) > 1).tolist():
+        group = si[bounds[g] : bounds[g + 1]].tolist()
+        group.sort(key=lambda i: _alias_rank(s, i))
+        aliases[s.names[group[0]]] = tuple(s.names[i] for i in group[1:])
+        drop.extend(group[1:])
+    return np.setdiff1d(idx, np.array(drop, dtype=idx.dtype)), aliases
+
+
+def _alias_rank(s: E.ElfSymbols, i: int) -> tuple:
+    bind = {E.STB_GLOBAL: 0, E.STB_WEAK: 1}.get(int(s.bind[i]), 2)
+    typed = 0 if int(s.type[i]) in (E.STT_FUNC, E.STT_OBJECT, E.STT_TLS, E.STT_GNU_IFUNC) else 1
+    name = s.names[i]
+    return (bind, typed, "." in name, name.startswith("__"), len(name), name)
+
+
+def _section_uses(f: E.ElfFile, kinds: list[str | None], idx: np.ndarray) -> tuple[SectionUse, ...]:
+    s = f.symbols
+    n = len(f.sections)
+    sym_bytes = np.zeros(n + 1, dtype=np.int64)
+    covered = np.zeros(n + 1, dtype=np.int64)
+    if s is not None and len(idx):
+        ndx = s.shndx[idx].astype(np.int64)
+        inside = ndx < n
+        ndx, sel = ndx[inside], idx[inside]
+        np.add.at(sym_bytes, ndx, s.size[sel].astype(np.int64))
+        covered = _covered(f, ndx, sel, n)
+    return _group_uses(f, kinds, sym_bytes, covered)
+
+
+def _covered(f: E.ElfFile, ndx: np.ndarray, sel: np.ndarray, n: int) -> np.ndarray:
+    """Per section index: bytes in the union of symbol ranges (sorted-sweep over starts)."""
+    s = f.symbols
+    base = np.array([sec.addr for sec in f.sections], dtype=np.uint64)
+    limit = np.array([sec.size_bytes for sec in f.sections], dtype=np.int64)
+    rel = (s.value[sel] - base[ndx]).astype(np.int64)
+    start = np.clip(rel, 0, limit[ndx])
+    end = np.clip(rel + s.size[sel].astype(np.int64), 0, limit[ndx])
+    key = (ndx << 40) + start
+    order = np.argsort(key, kind="stable")
+    kstart, kend = key[order], (ndx[order] << 40) + end[order]
+    prev_max = np.maximum.accumulate(np.concatenate(([0], kend[:-1])))
+    gain = np.maximum(0, kend - np.maximum(kstart, prev_max))
+    out = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(out, ndx[order], gain)
+    return out
+
+
+def _group_uses(f: E.ElfFile, kinds, sym_bytes: np.ndarray, covered: np.ndarray) -> tuple[SectionUse, ...]:
+    relocatable = f.elf_type == "ET_REL"
+    totals: dict[str, list[int]] = {}
+    group_kind: dict[str, str] = {}
+    for sec, kind in zip(f.sections, kinds):
+        if kind is None:
+            continue
+        name = group_name(sec.name, relocatable)
+        t = totals.setdefault(name, [0, 0, 0])
+        t[0] += sec.size_bytes
+        t[1] += int(sym_bytes[sec.index])
+        t[2] += int(covered[sec.index])
+        group_kind.setdefault(name, kind)
+    return tuple(SectionUse(name, group_kind[name], *t) for name, t in totals.items())
