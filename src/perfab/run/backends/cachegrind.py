@@ -21,10 +21,16 @@ Geometry: each of ``l1i``, ``l1d``, ``ll`` is ``"size,assoc,line"``
 not a power of two, e.g. a 27.5M 11-way L3) is simulated at the nearest
 geometry valgrind accepts, with a note; a user-given one is refused.
 
-Children: by default valgrind follows only the process it starts; a program
-it ``execve``s runs natively and unmeasured, so wrappers such as ``sh -c``
-or ``taskset`` hide the workload.  ``trace_children=True`` follows every
-child and sums the counts of all processes (one out file each).
+Children: valgrind follows every child process and ``execve``
+(``--trace-children=yes``) and the counts of all processes are summed, one
+out file each (``cachegrind.out.<pid>``).  That is the default because the
+runner puts ``/bin/sh -c`` (shell workloads) and a variant's ``wrap`` prefix
+(``taskset``, ``env``, ...) *inside* the backend's command: without
+following, valgrind would count the shell and not the workload (dash forks
+it), or count nothing at all (``taskset`` execs it, and an exec'd program
+runs natively).  For a single-process workload both settings give the same
+numbers.  ``trace_children=False`` counts only the first process; a run that
+then leaves no out file is reported as a failure naming that cause.
 
 Region mode: ``callgrind_toggle="FUNC"`` runs callgrind instead, counting
 only while ``FUNC`` (callgrind's wildcards allowed) and its callees run.
@@ -114,7 +120,7 @@ class CachegrindBackend:
         valgrind: str = "valgrind",
         callgrind_toggle: str | None = None,
         *,
-        trace_children: bool = False,
+        trace_children: bool = True,
     ) -> None:
         given = {key: parse_level(key, text) for key, text in (("l1i", l1i), ("l1d", l1d), ("ll", ll)) if text}
         if callgrind_toggle is not None and not _TOGGLE_RE.match(callgrind_toggle):
@@ -168,17 +174,22 @@ class CachegrindBackend:
         notes = [SIMULATION_NOTE, f"valgrind {self.version} ({tool})", f"cache geometry: {geometry}"]
         return (*notes, *self.geometry_notes)
 
+    def _no_out_file(self, scratch: Path, status: int) -> str:
+        """Why a run left no out file, and what to do."""
+        code = os.waitstatus_to_exitcode(status)
+        if code == 0 and not self.trace_children:
+            return (
+                f"valgrind wrote no {self.tool} out file although the run exited 0: the "
+                "workload exec'd another program (a wrapper?), which valgrind ran unmeasured: "
+                "use trace_children=True"
+            )
+        return f"valgrind wrote no {self.tool} out file (exit {code}): see {Path(scratch)}/valgrind.log* or the run's stderr"
+
     def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
         status_notes, partial = _status_notes(status)
         paths = sorted(Path(scratch).glob(f"{self.tool}.out*"))
         if not paths:
-            code = os.waitstatus_to_exitcode(status)
-            return Measurement(
-                {},
-                notes=status_notes,
-                failure=f"valgrind wrote no {self.tool} out file (exit {code}): see "
-                f"{Path(scratch) / 'valgrind.log'} or the run's stderr",
-            )
+            return Measurement({}, notes=status_notes, failure=self._no_out_file(scratch, status))
         try:
             outs = [parse_out_file(p) for p in paths]
         except ToolError as err:
