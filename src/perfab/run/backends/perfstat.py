@@ -70,7 +70,7 @@ class PerfStatBackend:
         stderr = _read(scratch / STDERR_NAME) or ""
         code = os.waitstatus_to_exitcode(status)
         if code < 0:
-            return Measurement({}, failure=f"perf stat was killed by {_signame(-code)}; the run has no counts")
+            return Measurement({}, failure=f"perf stat was killed by {_signame(-code)}; the run was interrupted")
         text = _read(scratch / OUTPUT_NAME)
         rows = parse_json(text).counters() if text is not None else ()
         if not rows:
