@@ -59,7 +59,10 @@ def test_output_matches_the_golden_file():
             "     18.98            -5.8       13.18        perf-profile.self.cycles-pp.intel_idle",
             (18.98, 1.9, 13.18, 2.0),
         ),
-        ("      0.02 ±141%      +0.1        0.07 ± 25%  perf-profile.self.cycles-pp.perf_swevent_event", (0.02, 141.4, 0.07, 25.9)),
+        (
+            "      0.02 ±141%      +0.1        0.07 ± 25%  perf-profile.self.cycles-pp.perf_swevent_event",
+            (0.02, 141.4, 0.07, 25.9),
+        ),
     ],
 )
 def test_rows_reproduce_the_robots_lines(robot_line, args):
@@ -83,7 +86,9 @@ def test_rows_with_short_keys_fit_80_columns_and_the_last_line_counts_cuts():
 
 def test_warnings_are_wrapped_to_80_columns_above_the_legend():
     rows = golden_rows()
-    rows.warnings.append("need >= 2 profiled runs per side for a t-test (have 1 and 3); no row is marked significant")
+    rows.warnings.append(
+        "need >= 2 profiled runs per side for a t-test (have 1 and 3); no row is marked significant"
+    )
     lines = format_profile_rows(rows, limit=0).splitlines()
     assert lines[2:5] == [
         "note: need >= 2 profiled runs per side for a t-test (have 1 and 3); no row is",

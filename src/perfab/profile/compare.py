@@ -155,9 +155,7 @@ def compare_profiles(
         raise UsageError(f"min_share must be a percentage >= 0, not {min_share!r}")
     symbols = sorted({key for run in (*base_runs, *exp_runs) for key in run})
     rows = [_row(s, [r.get(s, 0.0) for r in base_runs], [r.get(s, 0.0) for r in exp_runs]) for s in symbols]
-    kept = [r for r in rows if r.base_mean >= min_share or r.exp_mean >= min_share]
-    passed = benjamini_hochberg([r.p_value for r in kept], alpha) if fdr else [r.p_value < alpha for r in kept]
-    kept = [replace(r, significant=ok) for r, ok in zip(kept, passed)]
+    kept = _judge([r for r in rows if max(r.base_mean, r.exp_mean) >= min_share], alpha, fdr)
     kept.sort(key=lambda r: (-abs(r.delta_pp), r.symbol))
     warnings = []
     if len(base_runs) < 2 or len(exp_runs) < 2:
@@ -168,3 +166,10 @@ def compare_profiles(
     method = METHOD if fdr else "Welch t-test"
     return ProfileRows(kept, dropped=len(rows) - len(kept), min_share=min_share, alpha=alpha,
                        method=method, warnings=warnings)  # fmt: skip
+
+
+def _judge(rows: list[ProfileRow], alpha: float, fdr: bool) -> list[ProfileRow]:
+    """``rows`` with ``significant`` set: Benjamini-Hochberg over all, or each p < alpha."""
+    p_values = [r.p_value for r in rows]
+    passed = benjamini_hochberg(p_values, alpha) if fdr else [p < alpha for p in p_values]
+    return [replace(r, significant=ok) for r, ok in zip(rows, passed)]

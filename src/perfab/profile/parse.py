@@ -46,6 +46,7 @@ _ROW = re.compile(
     r"(?P<dso>[^;]*);\[(?P<level>.)\] (?P<symbol>.*)$"
 )
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]+$")
+NO_SAMPLES = "perf recorded no samples; run the workload longer or raise the sampling frequency"
 
 
 @dataclass(frozen=True)
@@ -129,9 +130,8 @@ def parse_report(text: str, where: str = "perf report") -> ProfileReport:
             )
         entries.append(_entry(match, where))
     if len(events) > 1:
-        raise ToolError(f"{where}: holds {len(events)} events ({', '.join(events)}); record one event per profile")
+        names = ", ".join(events)
+        raise ToolError(f"{where}: holds {len(events)} events ({names}); record one event per profile")
     if not events or not entries or sum(e.period for e in entries) == 0:
-        raise ToolError(
-            f"{where}: perf recorded no samples; run the workload longer or raise the sampling frequency"
-        )
+        raise ToolError(f"{where}: {NO_SAMPLES}")
     return ProfileReport(event=events[0], entries=tuple(entries))

@@ -32,7 +32,7 @@ import subprocess
 from pathlib import Path
 
 from perfab.errors import ToolError, UsageError
-from perfab.profile.parse import parse_report
+from perfab.profile.parse import NO_SAMPLES, parse_report
 
 EVENT_SOURCES = Path("/sys/bus/event_source/devices")
 PERF_DATA = "perf.data"
@@ -94,13 +94,11 @@ def run_report(data: Path) -> str:
         raise ToolError("perf is not installed; install it (Debian: apt-get install linux-perf)")
     if not data.is_file():
         raise ToolError(f"{data} does not exist: perf record did not run or failed; see the run's stderr")
+    cmd = ["perf", "--buildid-dir", str(data.parent / NO_BUILDID_CACHE), "report", "-i", str(data)]
     env = {**os.environ, "LC_ALL": "C"}
-    proc = subprocess.run(
-        ["perf", "--buildid-dir", str(data.parent / NO_BUILDID_CACHE), "report", "-i", str(data), *REPORT_ARGS],
-        capture_output=True, text=True, env=env, check=False,
-    )  # fmt: skip
+    proc = subprocess.run([*cmd, *REPORT_ARGS], capture_output=True, text=True, env=env, check=False)
     if "has no samples" in proc.stderr:
-        raise ToolError(f"{data}: perf recorded no samples; run the workload longer or raise the sampling frequency")
+        raise ToolError(f"{data}: {NO_SAMPLES}")
     if proc.returncode != 0:
         reason = proc.stderr.strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
         raise ToolError(f"perf report failed on {data}: {reason[0]}; check that perf record finished")
