@@ -38,7 +38,11 @@ $(STAMP): pyproject.toml
 	touch $@
 
 # The bundled workload, built both ways (see examples/default.toml).
-workloads: build/inline/lockbench build/outline/lockbench
+workloads: build/inline/lockbench build/outline/lockbench build/syscalls
+
+build/syscalls: workloads/syscalls.c
+	mkdir -p build
+	$(CC) -O2 -g -o $@ $<
 
 build/lockbench.c: workloads/gen_lockbench.py
 	mkdir -p build
@@ -52,7 +56,13 @@ build/outline/lockbench: build/lockbench.c
 	mkdir -p build/outline
 	$(CC) -O2 -g -DUNLOCK_OUTLINE -o $@ $<
 
-native:
+# The compiled DWARF reader used by `perfab size` (Rust: gimli + object, through PyO3).
+NATIVE_STAMP := $(VENV)/.native
+native: $(NATIVE_STAMP)
+
+$(NATIVE_STAMP): $(STAMP) $(wildcard native/src/*.rs) native/Cargo.toml native/Cargo.lock native/pyproject.toml
+	$(PY) -m pip install -q ./native
+	touch $@
 
 clean:
 	rm -rf build $(VENV) .perfab

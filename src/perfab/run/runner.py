@@ -89,6 +89,8 @@ class Runner:
         self.progress = progress or (lambda done, total, label: None)
         self.say = say
         self.groups = backend.groups()
+        self._envs: dict[str, dict[str, str]] = {}
+        self._cpus = _cpus(exp.pin)
 
     # -- sessions -----------------------------------------------------------
 
@@ -223,21 +225,26 @@ class Runner:
             argv = ["/bin/sh", "-c", argv[0]]
         argv = [expand(a, values) for a in variant.wrap] + argv
         group = self.groups[planned.group]
-        scratch = Path(tempfile.mkdtemp(prefix=f"run{planned.seq}-", dir=scratch_root))
+        scratch = scratch_root / "run"  # one directory, emptied after each run that wrote to it
+        scratch.mkdir(exist_ok=True)
         try:
             full = self.backend.wrap(argv, scratch, group)
             started = time.time()
             ex = self.executor.execute(full, self._env(variant), self._cwd(workload, variant), workload.timeout_s,
-                                       self.exp.stdout_cap_bytes, _cpus(self.exp.pin))
+                                       self.exp.stdout_cap_bytes, self._cpus)
             measurement = self.backend.collect(scratch, group, ex.status) if ex.error is None else None
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            if os.listdir(scratch):
+                shutil.rmtree(scratch, ignore_errors=True)
         return _record(ex, started, measurement, parse, self.backend, workload)
 
     def _env(self, variant: Variant) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(variant.env)
-        env["LC_ALL"] = "C"
+        env = self._envs.get(variant.name)
+        if env is None:
+            env = dict(os.environ)
+            env.update(variant.env)
+            env["LC_ALL"] = "C"
+            self._envs[variant.name] = env
         return env
 
     def _cwd(self, workload: Workload, variant: Variant) -> str | None:
