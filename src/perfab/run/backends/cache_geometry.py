@@ -162,7 +162,8 @@ def _pick(caches: list[tuple[int, str, CacheLevel]], origin: str) -> CacheGeomet
     i1 = [c for lvl, kind, c in caches if lvl == 1 and kind.startswith("instruction")]
     d1 = [c for lvl, kind, c in caches if lvl == 1 and kind.startswith("data")]
     unified = sorted(
-        ((lvl, c) for lvl, kind, c in caches if kind == "unified"), key=lambda row: (row[0], row[1].size_bytes)
+        ((lvl, c) for lvl, kind, c in caches if kind == "unified"),
+        key=lambda row: (row[0], row[1].size_bytes),
     )
     if not (i1 and d1 and unified):
         raise ToolError(

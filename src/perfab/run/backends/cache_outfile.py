@@ -90,7 +90,9 @@ def parse_out_file(path: Path) -> OutFile:
     try:
         counts = [int(tok) for tok in totals.split()[1:]]
     except ValueError:
-        raise ToolError(f"valgrind out file {path}: unreadable totals line {totals!r}: rerun the workload") from None
+        raise ToolError(
+            f"valgrind out file {path}: unreadable totals line {totals!r}: rerun the workload"
+        ) from None
     counts += [0] * (len(names) - len(counts))  # trailing zero counts may be omitted
     caches = {}
     for line in head:

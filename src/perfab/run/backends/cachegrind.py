@@ -122,7 +122,8 @@ class CachegrindBackend:
         *,
         trace_children: bool = True,
     ) -> None:
-        given = {key: parse_level(key, text) for key, text in (("l1i", l1i), ("l1d", l1d), ("ll", ll)) if text}
+        texts = (("l1i", l1i), ("l1d", l1d), ("ll", ll))
+        given = {key: parse_level(key, text) for key, text in texts if text}
         if callgrind_toggle is not None and not _TOGGLE_RE.match(callgrind_toggle):
             raise UsageError(
                 f"callgrind_toggle={callgrind_toggle!r} is not a function name: give one "
@@ -183,7 +184,10 @@ class CachegrindBackend:
                 "workload exec'd another program (a wrapper?), which valgrind ran unmeasured: "
                 "use trace_children=True"
             )
-        return f"valgrind wrote no {self.tool} out file (exit {code}): see {Path(scratch)}/valgrind.log* or the run's stderr"
+        return (
+            f"valgrind wrote no {self.tool} out file (exit {code}): "
+            f"see {Path(scratch)}/valgrind.log* or the run's stderr"
+        )
 
     def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
         status_notes, partial = _status_notes(status)
