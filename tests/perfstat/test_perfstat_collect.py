@@ -26,8 +26,10 @@ def scratch_from(tmp_path: Path, name: str) -> tuple[Path, int]:
 def test_wrap_argv():
     backend = PerfStatBackend(["cycles", "instructions"], perf="/usr/bin/perf")
     assert backend.wrap(["ab", "-n", "1"], Path("/s"), ("cycles", "instructions")) == [
-        "/usr/bin/perf", "stat", "-j", "-o", "/s/perf.stat", "-e", "cycles,instructions", "--", "ab", "-n", "1"
+        "/usr/bin/perf", "stat", "-j", "-o", "/s/perf.stat", "-e", "cycles,instructions,user_time,system_time",
+        "--", "ab", "-n", "1",
     ]  # fmt: skip
+    assert "cycles,system_time,user_time" in backend.wrap([], Path("/s"), ("cycles", "system_time", "user_time"))  # no repeats
 
 
 def test_groups_come_from_the_budget():
@@ -42,8 +44,8 @@ def test_rows_map_by_position_and_unsupported_are_excluded(tmp_path):
     scratch, status = scratch_from(tmp_path, "vm_group_u")
     m = PerfStatBackend(list(GROUP_U)).collect(scratch, GROUP_U, status)
     assert m.failure is None
-    assert m.metrics == {"task-clock": 0.806951, "context-switches": 1.0, "page-faults": 50.0,
-                         "user_time": 1538000.0, "system_time": 0.0}  # fmt: skip
+    assert m.metrics == {"task-clock": 0.590606, "context-switches": 0.0, "page-faults": 49.0,
+                         "user_time": 1517000.0, "system_time": 0.0}  # fmt: skip
     assert set(m.excluded) == {"cycles", "instructions", "L1-icache-load-misses:u"}
     assert m.excluded["L1-icache-load-misses:u"].startswith("<not supported>")
     assert any("system_time" in note and "zero" in note for note in m.notes)
@@ -55,7 +57,7 @@ def test_signal_death_hidden_behind_exit_0_is_a_failure(tmp_path):
     group = GROUP_U[:5]
     m = PerfStatBackend(list(group)).collect(scratch, group, status)
     assert m.failure is not None and "SIGSEGV" in m.failure
-    assert m.metrics["page-faults"] == 62.0
+    assert m.metrics["page-faults"] == 63.0
 
 
 @pytest.mark.parametrize(
@@ -75,11 +77,26 @@ def test_perf_own_failures_become_one_line_messages(tmp_path, name, group, expec
 def test_workload_exit_code_is_not_a_backend_failure(tmp_path):
     scratch, status = scratch_from(tmp_path, "vm_exit3")
     m = PerfStatBackend(["task-clock"]).collect(scratch, ("task-clock",), status)
-    assert m.failure is None and m.metrics == {"task-clock": 0.691288}
+    assert m.failure is None and m.metrics == {"task-clock": 0.740272}  # the appended rusage times stay out
+
+
+def test_lost_exit_status_is_a_failure(tmp_path):
+    scratch, status = scratch_from(tmp_path, "vm_lost_status")  # sh -c 'exit 3' reported as exit 0
+    group = ("task-clock", "user_time")
+    m = PerfStatBackend(list(group)).collect(scratch, group, status)
+    assert status == 0 and "lost the workload's exit status" in m.failure
+    assert m.metrics == {"task-clock": 0.658499} and "user_time" in m.excluded
+
+
+def rusage_rows() -> str:
+    """The user_time/system_time rows of a real run here (wrap() always asks for them)."""
+    return "".join(line + "\n" for line in (DATA / "vm_exit3.json").read_text().splitlines()[-2:])
 
 
 def test_multiplexed_row_is_excluded(tmp_path):
-    shutil.copy(DATA / "public_adl_hybrid_json.txt", tmp_path / OUTPUT_NAME)
+    # the hybrid counter row (a real PMU's) followed by this VM's rusage rows
+    hybrid = (DATA / "public_adl_hybrid_json.txt").read_text().splitlines()[0]
+    (tmp_path / OUTPUT_NAME).write_text(hybrid + "\n" + rusage_rows())
     group = ("cpu_atom/instructions/",)
     m = PerfStatBackend(list(group)).collect(tmp_path, group, 0)
     assert m.metrics == {} and m.excluded[group[0]].startswith("multiplexed: the counter ran 63.00%")
@@ -88,7 +105,7 @@ def test_multiplexed_row_is_excluded(tmp_path):
 def test_not_counted_hardware_row_is_excluded(tmp_path):
     shutil.copy(DATA / "sw_interval_json.txt", tmp_path / OUTPUT_NAME)
     text = (tmp_path / OUTPUT_NAME).read_text().splitlines()[-2:]  # the final <not counted> interval
-    (tmp_path / OUTPUT_NAME).write_text("\n".join(text) + "\n")
+    (tmp_path / OUTPUT_NAME).write_text("\n".join(text) + "\n" + rusage_rows())
     group = ("task-clock", "page-faults")
     m = PerfStatBackend(list(group)).collect(tmp_path, group, 0)
     assert m.metrics == {} and all(r.startswith("<not counted>") for r in m.excluded.values())
@@ -97,7 +114,7 @@ def test_not_counted_hardware_row_is_excluded(tmp_path):
 def test_row_count_or_name_mismatch_fails_loudly(tmp_path):
     shutil.copy(DATA / "vm_exit3.json", tmp_path / OUTPUT_NAME)
     m = PerfStatBackend(["task-clock", "page-faults"]).collect(tmp_path, ("task-clock", "page-faults"), 0)
-    assert "1 counter rows for 2 events" in m.failure
+    assert "3 counter rows for 4 events" in m.failure
     m = PerfStatBackend(["cpu-clock"]).collect(tmp_path, ("cpu-clock",), 0)
     assert "'task-clock' where 'cpu-clock' was expected" in m.failure
 
@@ -113,7 +130,7 @@ def test_derived_metrics_from_raw_counts_in_collect(tmp_path):
     lines = [f'{{"counter-value" : "{v}.000000", "unit" : "", "event" : "{e}", "event-runtime" : 10,'
              f' "pcnt-running" : 100.00, "metric-value" : 2.05, "metric-unit" : "insn per cycle"}}'
              for e, v in rows]  # fmt: skip
-    (tmp_path / OUTPUT_NAME).write_text("\n".join(lines) + "\n")
+    (tmp_path / OUTPUT_NAME).write_text("\n".join(lines) + "\n" + rusage_rows())
     group = ("cycles", "instructions", "L1-icache-load-misses:k")
     m = PerfStatBackend(list(group)).collect(tmp_path, group, 0)
     assert m.metrics["IPC"] == 9574476543 / 4681002302  # not perf's rounded 2.05

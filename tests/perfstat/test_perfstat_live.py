@@ -45,7 +45,7 @@ def pmu_counts_cycles() -> bool:
 def test_software_events_on_a_short_command(tmp_path):
     backend = PerfStatBackend(SOFTWARE)
     group = backend.groups()[0]
-    argv = ["dd", "if=/dev/zero", "of=/dev/null", "bs=64k", "count=2000"]
+    argv = ["dd", "if=/dev/zero", "of=/dev/null", "bs=64k", "count=20000"]
     m = backend.collect(tmp_path, group, run_like_the_runner(backend, argv, tmp_path, group))
     assert m.failure is None and m.excluded == {}
     assert set(m.metrics) == set(SOFTWARE)
@@ -72,7 +72,9 @@ def test_workload_killed_by_a_signal_fails_the_run(tmp_path, sig):
     status = run_like_the_runner(backend, ["sh", "-c", f"kill -{sig} $$"], tmp_path, group)
     assert os.waitstatus_to_exitcode(status) == 0  # perf hides the signal
     m = backend.collect(tmp_path, group, status)
-    assert m.failure is not None and f"SIG{sig}" in m.failure
+    # perf names the signal, or (for a workload this short, now and then) loses the status altogether
+    assert m.failure is not None
+    assert f"SIG{sig}" in m.failure or "lost the workload's exit status" in m.failure
 
 
 def test_ctrl_c_to_the_process_group_fails_the_run(tmp_path):

@@ -19,6 +19,15 @@ and writes complete counts; its only trace is perf's ``psignal`` line
 (``sh: Segmentation fault``) as the last line of its stderr.  ``collect``
 reads that from ``scratch / STDERR_NAME``, which the runner fills with the
 wrapped command's stderr.
+
+A second one: perf 6.1 calls ``wait4`` on its workload only if its SIGCHLD
+handler has not run yet, so a workload that exits within perf's start-up
+window is never waited for: perf exits 0, prints no signal, and its rusage
+tool events read ``<not counted>`` (seen in 9 of 300 runs of
+``sh -c 'exit 3'`` here).  A process that ran always has user + system time
+> 0, so both being ``<not counted>`` identifies the lost status.  ``wrap``
+therefore always appends ``user_time`` and ``system_time`` (software, free)
+and ``collect`` fails such a run; they are reported only when requested.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ from perfab.run.backends.perfsched import check_events, schedule_groups, split_m
 
 OUTPUT_NAME = "perf.stat"  # perf's -o file in the scratch directory
 STDERR_NAME = "stderr"  # the wrapped command's stderr, saved by the runner
-_TOOL_TIMES = ("user_time", "system_time")  # rusage tool events: <not counted> there means 0 ns
+_TOOL_TIMES = ("user_time", "system_time")  # rusage tool events, always counted: see the module docstring
 _SIGNAL_TEXT = {signal.strsignal(n): n for n in range(1, signal.NSIG) if signal.strsignal(n)}
 
 
@@ -60,9 +69,9 @@ class PerfStatBackend:
         return self._groups
 
     def wrap(self, argv: list[str], scratch: Path, group: tuple[str, ...]) -> list[str]:
-        """``perf stat -j -o <scratch>/perf.stat -e <group> -- argv`` (run it with LC_ALL=C)."""
+        """``perf stat -j -o <scratch>/perf.stat -e <group>[,user_time,system_time] -- argv``; run with LC_ALL=C."""
         output = str(Path(scratch) / OUTPUT_NAME)
-        return [self.perf, "stat", "-j", "-o", output, "-e", ",".join(group), "--", *argv]
+        return [self.perf, "stat", "-j", "-o", output, "-e", ",".join(_with_tool_times(group)), "--", *argv]
 
     def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
         """Read the counts of one run; ``status`` is perf's raw wait status."""
@@ -75,11 +84,12 @@ class PerfStatBackend:
         rows = parse_json(text).counters() if text is not None else ()
         if not rows:
             return Measurement({}, failure=_no_counts(code, stderr, text is not None))
-        if len(rows) != len(group):
-            return Measurement({}, failure=_row_mismatch(rows, group))
-        if (bad := _misnamed(rows, group)) is not None:
+        events = _with_tool_times(group)
+        if len(rows) != len(events):
+            return Measurement({}, failure=_row_mismatch(rows, events))
+        if (bad := _misnamed(rows, events)) is not None:
             return Measurement({}, failure=bad)
-        return _measurement(rows, group, stderr)
+        return _measurement(dict(zip(events, rows)), group, stderr)
 
     def metric_info(self) -> dict[str, MetricInfo]:
         """Units and directions of every counter and derived metric."""
@@ -89,24 +99,40 @@ class PerfStatBackend:
         return info
 
 
-def _measurement(rows: tuple[PerfRow, ...], group: tuple[str, ...], stderr: str) -> Measurement:
+def _with_tool_times(group: tuple[str, ...]) -> tuple[str, ...]:
+    """The events perf is asked for: the group, then the rusage times it lacks."""
+    return (*group, *(t for t in _TOOL_TIMES if t not in group))
+
+
+def _measurement(rows: dict[str, PerfRow], group: tuple[str, ...], stderr: str) -> Measurement:
+    lost = all(rows[t].status == "not counted" for t in _TOOL_TIMES)
     metrics: dict[str, float] = {}
     excluded: dict[str, str] = {}
     notes: list[str] = []
-    for event, row in zip(group, rows):
-        if row.status == "not counted" and split_modifiers(event)[0] in _TOOL_TIMES and not row.run_time_ns:
+    for event in group:
+        row = rows[event]
+        if event in _TOOL_TIMES and row.status == "not counted" and not lost:
             metrics[event] = 0.0
             notes.append(f"{event}: perf printed <not counted> for a zero rusage time; recorded as 0")
+        elif event in _TOOL_TIMES and lost:
+            excluded[event] = "perf stat lost the workload's rusage (see the run's failure)"
         elif (reason := _exclusion(row)) is not None:
             excluded[event] = reason
         else:
             metrics[event] = float(row.value)  # type: ignore[arg-type]
     metrics.update(derived_metrics(metrics))
+    return Measurement(metrics, excluded, tuple(notes), _hidden_failure(stderr, lost))
+
+
+def _hidden_failure(stderr: str, lost: bool) -> str | None:
+    """A workload failure perf stat's exit status does not show (see the module docstring)."""
     killed = _killed_by(stderr)
-    failure = None
     if killed is not None:
-        failure = f"workload killed by {_signame(killed[0])} (perf stat exits 0 then; its stderr ends {killed[1]!r})"
-    return Measurement(metrics, excluded, tuple(notes), failure)
+        return f"workload killed by {_signame(killed[0])} (perf stat exits 0 then; its stderr ends {killed[1]!r})"
+    if lost:
+        return ("perf stat lost the workload's exit status (the workload ended before perf waited for it;"
+                " user_time and system_time both <not counted>): lengthen the workload or rerun")  # fmt: skip
+    return None
 
 
 def _exclusion(row: PerfRow) -> str | None:
