@@ -94,7 +94,7 @@ def read_elf(path: str | Path) -> ElfFile:
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file; give the path of an ELF binary or object") from None
     except (IsADirectoryError, PermissionError, ValueError, OSError) as err:
-        raise UsageError(f"{path}: cannot read it ({err.strerror or err}); give a readable, non-empty ELF file") from None
+        raise UsageError(f"{path}: cannot read it ({getattr(err, 'strerror', None) or err}); give a readable, non-empty ELF file") from None
     try:
         return _parse(str(path), data)
     except (struct.error, ValueError, IndexError) as err:

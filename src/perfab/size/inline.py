@@ -27,7 +27,11 @@ TOP_CALLERS = 3  # callers kept per change, largest |delta| first
 
 @dataclass(frozen=True, slots=True)
 class InlineSite:
-    """One inlined call: a ``DW_TAG_inlined_subroutine`` in a concrete function."""
+    """One inlined call: a ``DW_TAG_inlined_subroutine`` in a concrete function.
+
+    A site whose body folded into the surrounding code entirely (only
+    ``DW_AT_entry_pc``, no ranges: a typical ``IS_ERR``) has 0 bytes.
+    """
 
     callee: str  # inlined function's name (DW_AT_name through abstract origins)
     caller: str  # concrete function holding the code (outermost subprogram with code)
@@ -117,7 +121,11 @@ def read_inline_index(path: str | Path, threads: int = 0) -> InlineIndex | None:
         data = _native().inline_sites(str(path), threads)
     except ValueError as err:
         raise UsageError(f"{path}: {err}; give an ELF file built with -g") from None
-    return None if data is None else _index_from_columns(data)
+    if data is None:
+        return None
+    if data["unit_errors"] and len(data["unit_errors"]) == data["units"]:
+        raise UsageError(f"{path}: no readable DWARF unit ({data['unit_errors'][0]}); rebuild it with -g")
+    return _index_from_columns(data)
 
 
 def _column(data: dict, key: str, code: str = "I") -> list[int]:
@@ -196,9 +204,11 @@ def compare_inlines(old: InlineIndex, new: InlineIndex) -> list[InlineChange]:
     """Per-callee changes of inline sites and bytes, largest |inclusive delta| first.
 
     Callees whose site count and byte sums are all equal are left out.
-    Sites are matched by callee and caller name only (addresses and line
-    numbers move between builds); inclusive bytes of nested sites count
-    towards every enclosing callee as well.
+    Bytes per site are inclusive bytes over all sites, 0-byte sites included.
+    Sites are matched by callee and caller name only (two static functions
+    of the same name count as one; addresses and line numbers move between
+    builds); inclusive bytes of nested sites count towards every enclosing
+    callee as well.
     """
     t_old, t_new = _tally(old), _tally(new)
     empty = _Tally(by_caller={}, example={})

@@ -1,0 +1,95 @@
+"""``--compat`` against the kernel's real scripts/bloat-o-meter, byte for byte.
+
+The script is not part of this repository.  It is looked up as
+``$PERFAB_BLOAT_O_METER``, then ``bloat-o-meter`` on PATH, then a cached
+copy; failing those it is extracted from Debian's ``linux-source-6.1``
+package (``apt-get download``, about 140 MB, once per machine) into
+``~/.cache/perfab/bloat-o-meter``.  The tests skip, saying why, only when
+none of that works.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import compile_c
+
+from perfab.size.cli import main
+
+CACHE = Path.home() / ".cache" / "perfab" / "bloat-o-meter"
+
+
+def _from_debian(dest: Path) -> str | None:
+    """Extract scripts/bloat-o-meter from linux-source-6.1; None on success, else why not."""
+    if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
+        return "apt-get/dpkg-deb not available to fetch linux-source-6.1"
+    with tempfile.TemporaryDirectory() as tmp:
+        got = subprocess.run(["apt-get", "download", "linux-source-6.1"], cwd=tmp, capture_output=True, text=True)
+        debs = list(Path(tmp).glob("linux-source-6.1_*.deb"))
+        if got.returncode != 0 or not debs:
+            return f"apt-get download linux-source-6.1 failed: {got.stderr.strip()[-200:]}"
+        script = (
+            f"dpkg-deb --fsys-tarfile {debs[0]} | tar -xO --wildcards './usr/src/linux-source-*.tar.xz' "
+            f"| tar -xJO --wildcards '*/scripts/bloat-o-meter'"
+        )
+        out = subprocess.run(["sh", "-c", script], capture_output=True)
+        if out.returncode != 0 or b"bloat-o-meter" not in out.stdout[:2000] and b"nm" not in out.stdout:
+            return f"could not extract scripts/bloat-o-meter: {out.stderr.decode()[-200:]}"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(out.stdout)
+        dest.chmod(0o755)
+    return None
+
+
+@pytest.fixture(scope="session")
+def bloat_o_meter() -> str:
+    """Path of the real script, or skip with the reason it could not be had."""
+    for candidate in (os.environ.get("PERFAB_BLOAT_O_METER"), shutil.which("bloat-o-meter"), str(CACHE)):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    why = _from_debian(CACHE)
+    if why:
+        pytest.skip(f"scripts/bloat-o-meter unavailable ({why}); set PERFAB_BLOAT_O_METER to a copy")
+    return str(CACHE)
+
+
+def run_bloat_o_meter(script: str, *args) -> str:
+    return subprocess.run(["python3", script, *map(str, args)], capture_output=True, text=True, check=True).stdout
+
+
+def run_compat(*args) -> str:
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["--compat", *map(str, args)], out, err) == 0, err.getvalue()
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("flags", [[], ["-c"], ["-d"], ["-t"]])
+@pytest.mark.parametrize("opt", ["-O2", "-Os"])
+def test_compat_matches_bloat_o_meter_on_linked_pair(bloat_o_meter, pair, opt, flags):
+    old, new = pair("gcc", opt)
+    expected = run_bloat_o_meter(bloat_o_meter, *flags, old, new)
+    assert "add/remove:" in expected and "Total: Before=" in expected
+    assert run_compat(*flags, old, new) == expected
+
+
+def test_compat_matches_on_relocatable_objects(bloat_o_meter, tmp_path):
+    from conftest import SRC
+
+    old = compile_c(tmp_path / "old.o", "-O2", "-g", "-c", "-DOLD", "-ffunction-sections", "-fdata-sections", str(SRC / "prog.c"))
+    new = compile_c(tmp_path / "new.o", "-O2", "-g", "-c", "-ffunction-sections", "-fdata-sections", str(SRC / "prog.c"))
+    for flags in ([], ["-c"]):
+        assert run_compat(*flags, old, new) == run_bloat_o_meter(bloat_o_meter, *flags, old, new)
+
+
+def test_compat_matches_in_the_other_direction_and_on_itself(bloat_o_meter, pair):
+    old, new = pair("gcc", "-O2")
+    assert run_compat(new, old) == run_bloat_o_meter(bloat_o_meter, new, old)
+    same = run_compat(old, old)
+    assert same == run_bloat_o_meter(bloat_o_meter, old, old)
+    assert same.startswith("add/remove: 0/0 grow/shrink: 0/0 up/down: 0/0 (0)\n")
