@@ -91,6 +91,9 @@ class Measure:
     l1d: str | None  # cachegrind D1 geometry
     ll: str | None  # cachegrind last-level geometry
     callgrind_toggle: str | None  # measure only this function (callgrind --toggle-collect)
+    profile: bool  # also sample every run with perf record and compare per-symbol self time
+    profile_event: str | None  # event to sample; None: cycles with a PMU, cpu-clock without
+    profile_freq: int  # samples per second
 
 
 @dataclass(frozen=True)
@@ -361,7 +364,8 @@ class _Reader:
         w = "measure"
         if not isinstance(t, dict):
             raise self.fail(w, "expected a table", "write [measure]")
-        self.check_keys(t, w, {"backend", "counters", "max_events_per_run", "l1i", "l1d", "ll", "callgrind_toggle"})
+        self.check_keys(t, w, {"backend", "counters", "max_events_per_run", "l1i", "l1d", "ll", "callgrind_toggle",
+                               "profile", "profile_event", "profile_freq"})
         backend = self.choice(t, w, "backend", BACKENDS, "time")
         counters = self.strings(t, w, "counters")
         if backend == "perf" and not counters:
@@ -372,7 +376,8 @@ class _Reader:
                             'set backend = "perf" or remove counters')
         return Measure(backend, counters, self.positive(t, w, "max_events_per_run", None, int, 1),
                        self.get(t, w, "l1i", str), self.get(t, w, "l1d", str), self.get(t, w, "ll", str),
-                       self.get(t, w, "callgrind_toggle", str))
+                       self.get(t, w, "callgrind_toggle", str), self.get(t, w, "profile", bool, False),
+                       self.get(t, w, "profile_event", str), self.positive(t, w, "profile_freq", 999, int, 1))
 
 
 def _tuple(types: type | tuple) -> tuple:

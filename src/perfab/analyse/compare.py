@@ -30,6 +30,8 @@ from perfab.errors import UsageError
 from perfab.spec import Experiment, parse_spec
 from perfab.store import Session, Store
 
+PROFILE_PREFIX = "self."  # per-symbol profile shares, compared apart from the table
+
 RUSAGE_LABELS = {
     "wall_s": "Time elapsed (s)",
     "user_s": "User (s)",
@@ -105,6 +107,7 @@ class Analysis:
     notes: tuple[str, ...] = ()  # backend notes (e.g. what a simulated cache cannot tell)
     spec: Experiment | None = None  # the newest session's spec
     samples: dict = field(default_factory=dict)  # (workload, variant, metric) -> [(seq, value)]
+    profiles: dict = field(default_factory=dict)  # (workload, variant) -> perfab.profile.ProfileRows
 
 
 def analyse(store: Store, name: str | None = None, alpha: float | None = None, confidence: float | None = None,
@@ -133,7 +136,7 @@ def analyse(store: Store, name: str | None = None, alpha: float | None = None, c
         groups=sessions[-1].groups, environment=_side_env(sessions, spec.baseline),
         env_differences=_env_differences(sessions, spec), sessions=len(sessions),
         warnings=tuple(_experiment_warnings(sessions, spec, data)), notes=data.notes, spec=spec,
-        samples=data.series)
+        samples=data.series, profiles=_profiles(spec, data, alpha))
 
 
 class _Collected:
@@ -149,13 +152,17 @@ class _Collected:
         for rid, metric, reason in store.exclusions(name):
             self.excl[rid][metric] = reason
         self.series: dict[tuple[str, str, str], list[tuple[int, float]]] = defaultdict(list)
+        self.profile_runs: dict[tuple[str, str], list[dict[str, float]]] = defaultdict(list)
         self.order: dict[str, list[str]] = defaultdict(list)  # workload -> metrics in first-seen order
         notes: list[str] = []
         for r in self.runs:
             if r["warmup"] or r["status"] != "ok":
                 continue
+            shares = {m: v for m, v in values[r["run_id"]].items() if m.startswith(PROFILE_PREFIX)}
+            if shares:
+                self.profile_runs[(r["workload"], r["variant"])].append(shares)
             for metric, value in values[r["run_id"]].items():
-                if metric in self.excl[r["run_id"]]:
+                if metric in self.excl[r["run_id"]] or metric.startswith(PROFILE_PREFIX):
                     continue
                 self.series[(r["workload"], r["variant"], metric)].append((r["seq"] + 100000 * r["session"], value))
                 if metric not in self.order[r["workload"]]:
@@ -263,6 +270,20 @@ def _replace(row: Row, **changes) -> Row:
     from dataclasses import replace
 
     return replace(row, **changes)
+
+
+def _profiles(spec: Experiment, data: _Collected, alpha: float) -> dict:
+    """Per-symbol self-time comparisons for workloads whose runs were profiled."""
+    from perfab.profile import compare_profiles
+
+    out = {}
+    for w in spec.workloads:
+        base = data.profile_runs.get((w.name, spec.baseline))
+        for v in spec.variants:
+            exp = data.profile_runs.get((w.name, v.name))
+            if v.name != spec.baseline and base and exp:
+                out[(w.name, v.name)] = compare_profiles(base, exp, alpha=alpha)
+    return out
 
 
 def _side_env(sessions: list[Session], side: str) -> dict[str, str]:

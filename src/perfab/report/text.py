@@ -29,6 +29,7 @@ def render_text(a: Analysis) -> str:
         out += _table(a, rows) if len(a.variants) == 1 else _normalized_table(a, rows)
         out += _legend(a, rows)
         out += _problems(info, rows)
+        out += _profile(a, info.name)
     if a.warnings:
         out += ["", "WARNINGS"] + [f"  - {w}" for w in a.warnings]
     if a.notes:
@@ -148,6 +149,19 @@ def _problems(info, rows: list[Row]) -> list[str]:
     if not lines:
         return []
     return ["", *[y for x in lines for y in _wrap(x)]]
+
+
+def _profile(a: Analysis, workload: str) -> list[str]:
+    from perfab.profile import format_profile_rows
+
+    lines = []
+    for variant in a.variants:
+        rows = a.profiles.get((workload, variant))
+        if rows is None:
+            continue
+        lines += ["", f"PROFILE: self time, % of samples ({a.baseline} -> {variant}; * = significant)", ""]
+        lines += format_profile_rows(rows, limit=20).rstrip().splitlines()
+    return lines
 
 
 def _sig(r: Row | None) -> str:

@@ -91,6 +91,7 @@ class Runner:
         self.groups = backend.groups()
         self._envs: dict[str, dict[str, str]] = {}
         self._cpus = _cpus(exp.pin)
+        self.recorder = _recorder(exp)
 
     # -- sessions -----------------------------------------------------------
 
@@ -228,11 +229,14 @@ class Runner:
         scratch = scratch_root / "run"  # one directory, emptied after each run that wrote to it
         scratch.mkdir(exist_ok=True)
         try:
-            full = self.backend.wrap(argv, scratch, group)
+            inner = self.recorder.wrap(argv, scratch) if self.recorder else argv
+            full = self.backend.wrap(inner, scratch, group)
             started = time.time()
             ex = self.executor.execute(full, self._env(variant), self._cwd(workload, variant), workload.timeout_s,
                                        self.exp.stdout_cap_bytes, self._cpus)
             measurement = self.backend.collect(scratch, group, ex.status) if ex.error is None else None
+            if self.recorder and ex.error is None and ex.status == 0:
+                measurement = _with_profile(measurement, self.recorder, scratch)
         finally:
             if os.listdir(scratch):
                 shutil.rmtree(scratch, ignore_errors=True)
@@ -301,6 +305,26 @@ def _interrupted(rec: RunRecord) -> RunRecord:
     return RunRecord("interrupted", "abandoned at SIGINT", rec.started_at, rec.wall_s, rec.user_s, rec.sys_s,
                      rec.max_rss_kb, rec.nvcsw, rec.nivcsw, rec.exit_code, rec.signal, rec.timed_out, rec.stdout,
                      rec.stderr, rec.stdout_bytes, rec.stderr_bytes)
+
+
+def _recorder(exp: Experiment):
+    """A perf record wrapper when the spec asks for profiles."""
+    if not exp.measure.profile:
+        return None
+    from perfab.profile import ProfileRecorder
+
+    return ProfileRecorder(exp.measure.profile_event, exp.measure.profile_freq)
+
+
+def _with_profile(measurement, recorder, scratch: Path):
+    """Add the run's per-symbol self shares (``self.<event>:<k|u>.<symbol>``) to the backend's readings."""
+    from dataclasses import replace
+
+    try:
+        shares = recorder.collect(scratch)
+    except PerfabError as e:
+        return replace(measurement, failure=measurement.failure or f"profile: {e}")
+    return replace(measurement, metrics={**measurement.metrics, **shares})
 
 
 def _parser(workload: Workload):
