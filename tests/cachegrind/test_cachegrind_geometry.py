@@ -61,15 +61,17 @@ def test_bad_geometry_names_key_and_fix(text, says):
     assert says in str(err.value)
 
 
-def test_27_5M_l3_is_refused_with_the_nearest_valgrind_accepts():
+def test_27_5M_l3_is_refused_with_the_nearest_valgrind_accepts(tmp_path):
     with pytest.raises(UsageError) as err:
         parse_level("ll", "27.5M,11,64")
     assert "40960 sets" in str(err.value) and 'll="28M,14,64"' in str(err.value)
     # valgrind itself refuses the original (recorded) ...
     assert "Cache set count is not a power of two" in (DATA / "valgrind_ll_27.5M_11way.stderr").read_text()
     # ... and accepts the suggestion.
-    ok = subprocess.run(["valgrind", "--tool=cachegrind", "--LL=29360128,14,64", "--log-file=/dev/null", "/bin/true"])
-    assert ok.returncode == 0
+    out = tmp_path / "cachegrind.out"
+    cmd = ["valgrind", "--tool=cachegrind", "--LL=29360128,14,64", f"--cachegrind-out-file={out}", "/bin/true"]
+    ok = subprocess.run(cmd, capture_output=True, text=True)
+    assert ok.returncode == 0 and "LL cache:         29360128 B, 64 B, 14-way" in out.read_text()
 
 
 def test_nearest_simulable_keeps_size_close():
