@@ -62,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     scr = sub.add_parser("screen", help="rank commands by kernel share and front-end boundness")
     scr.add_argument("commands", nargs="+", help="each a shell command string, e.g. 'perf bench sched pipe'")
+    scr.add_argument("--runs", type=int, default=3, help="perf stat -r: repetitions per command (default 3)")
 
     size = sub.add_parser("size", help="code-size diff of two ELF files, explained", add_help=False)
     size.add_argument("args", nargs=argparse.REMAINDER)
@@ -183,24 +184,25 @@ def cmd_env(args, stdout, stderr) -> int:
 
     for check in checks():
         advice = check.advice()
-        print(f"{check.name:<24} {check.show()}", file=stdout)
+        print(f"{check.name:<28} {check.show()}", file=stdout)
         if advice:
             print(f"{'':<24} -> {advice}", file=stdout)
     return cmd_counters(args, stdout, stderr)
 
 
 def cmd_counters(args, stdout, stderr) -> int:
-    from perfab.run.backends.perfstat import describe_counters, probe_counter_budget
+    from perfab.run.backends.perfprobe import describe_counters, probe_counter_budget
 
     stdout.write(describe_counters(probe_counter_budget()).rstrip() + "\n")
     return 0
 
 
 def cmd_screen(args, stdout, stderr) -> int:
-    from perfab.run.backends.perfstat import format_screen, rank, screen_command
+    from perfab.report.screen import format_screen
+    from perfab.run.backends.perfscreen import rank, screen_command
 
-    results = [screen_command(["/bin/sh", "-c", c]) for c in args.commands]
-    stdout.write(format_screen(rank(results), args.commands).rstrip() + "\n")
+    results = [screen_command(["/bin/sh", "-c", c], runs=args.runs) for c in args.commands]
+    stdout.write(format_screen(rank(results)))
     return 0
 
 
