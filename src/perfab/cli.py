@@ -186,7 +186,7 @@ def cmd_env(args, stdout, stderr) -> int:
         advice = check.advice()
         print(f"{check.name:<28} {check.show()}", file=stdout)
         if advice:
-            print(f"{'':<24} -> {advice}", file=stdout)
+            print(f"{'':<28} -> {advice}", file=stdout)
     return cmd_counters(args, stdout, stderr)
 
 
