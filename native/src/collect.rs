@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use crate::load::{load, Loaded, Mapped};
 use crate::names::Interner;
-use crate::walk::{walk_unit, CuOut, Ctx};
+use crate::walk::{walk_unit, Ctx, CuOut};
 
 /// The whole file's functions and inline sites, column by column.
 /// String ids index `strings` (id 0 is ""); `site_parent` is -1 at top level.
@@ -39,7 +39,11 @@ pub struct Columns {
 pub fn read_inline_sites(path: &str, threads: usize) -> Result<Option<Columns>, String> {
     let mapped = Mapped::open(path)?;
     let loaded = load(mapped.bytes())?;
-    if loaded.sections.get(".debug_info").map_or(true, |s| s.is_empty()) {
+    if loaded
+        .sections
+        .get(".debug_info")
+        .is_none_or(|s| s.is_empty())
+    {
         return Ok(None);
     }
     let ctx = context(&loaded)?;
@@ -57,30 +61,49 @@ pub fn read_inline_sites(path: &str, threads: usize) -> Result<Option<Columns>, 
 }
 
 fn context<'a>(loaded: &'a Loaded<'_>) -> Result<Ctx<'a>, String> {
-    let endian = if loaded.little_endian { RunTimeEndian::Little } else { RunTimeEndian::Big };
+    let endian = if loaded.little_endian {
+        RunTimeEndian::Little
+    } else {
+        RunTimeEndian::Big
+    };
     let section = |id: SectionId| -> Result<EndianSlice<'a, RunTimeEndian>, String> {
-        let data: &[u8] = loaded.sections.get(id.name()).map_or(&[], |c: &Cow<[u8]>| c);
+        let data: &[u8] = loaded
+            .sections
+            .get(id.name())
+            .map_or(&[], |c: &Cow<[u8]>| c);
         Ok(EndianSlice::new(data, endian))
     };
     let dwarf = gimli::Dwarf::load(section)?;
     let mut headers = Vec::new();
     let mut iter = dwarf.units();
-    while let Some(h) = iter.next().map_err(|e| format!("bad .debug_info unit header: {e}"))? {
+    while let Some(h) = iter
+        .next()
+        .map_err(|e| format!("bad .debug_info unit header: {e}"))?
+    {
         headers.push(h);
     }
     let starts = headers
         .iter()
         .map(|h| h.offset().as_debug_info_offset().map_or(0, |o| o.0))
         .collect();
-    Ok(Ctx { dwarf, headers, starts, code: &loaded.code })
+    Ok(Ctx {
+        dwarf,
+        headers,
+        starts,
+        code: &loaded.code,
+    })
 }
 
 fn unit_error(ctx: &Ctx<'_>, index: usize, err: gimli::Error) -> String {
-    format!("unit at .debug_info+{:#x}: {err}", ctx.starts[index])
+    let text = format!("unit at .debug_info+{:#x}: {err}", ctx.starts[index]);
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn merge(outs: Vec<Result<CuOut, String>>, loaded: &Loaded<'_>) -> Columns {
-    let mut c = Columns { units: outs.len(), ..Columns::default() };
+    let mut c = Columns {
+        units: outs.len(),
+        ..Columns::default()
+    };
     let mut strings = Interner::new();
     for out in outs {
         match out {
@@ -113,7 +136,11 @@ fn append(c: &mut Columns, strings: &mut Interner, cu: CuOut) {
         c.site_callee.push(ids[s.callee as usize]);
         c.site_linkage.push(ids[s.linkage as usize]);
         c.site_func.push(func_base + s.func);
-        c.site_parent.push(if s.parent < 0 { -1 } else { site_base + s.parent });
+        c.site_parent.push(if s.parent < 0 {
+            -1
+        } else {
+            site_base + s.parent
+        });
         c.site_file.push(ids[s.file as usize]);
         c.site_line.push(s.line);
         c.site_exclusive.push(s.exclusive as u32);

@@ -37,8 +37,11 @@ fn inline_sites(py: Python<'_>, path: &str, threads: usize) -> PyResult<PyObject
 
 fn to_dict<'py>(py: Python<'py>, c: &Columns) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new_bound(py);
-    let strings: Vec<String> =
-        c.strings.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect();
+    let strings: Vec<String> = c
+        .strings
+        .iter()
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect();
     d.set_item("strings", PyList::new_bound(py, strings))?;
     let u32s: [(&str, &Vec<u32>); 11] = [
         ("func_name", &c.func_name),

@@ -58,10 +58,16 @@ pub const DEBUG_SECTIONS: &[&str] = &[
 pub fn load(data: &[u8]) -> Result<Loaded<'_>, String> {
     let file = object::File::parse(data).map_err(|e| format!("not an ELF/object file: {e}"))?;
     let relocatable = file.kind() == object::ObjectKind::Relocatable;
-    let bases = if relocatable { rel_layout(&file) } else { HashMap::new() };
+    let bases = if relocatable {
+        rel_layout(&file)
+    } else {
+        HashMap::new()
+    };
     let mut sections = HashMap::new();
     for &name in DEBUG_SECTIONS {
-        let Some(section) = file.section_by_name(name) else { continue };
+        let Some(section) = file.section_by_name(name) else {
+            continue;
+        };
         let mut bytes = section
             .uncompressed_data()
             .map_err(|e| format!("cannot decompress {name}: {e}"))?;
@@ -159,14 +165,22 @@ fn relocate(
         if reloc.kind() != RelocationKind::Absolute {
             continue;
         }
-        let RelocationTarget::Symbol(index) = reloc.target() else { continue };
+        let RelocationTarget::Symbol(index) = reloc.target() else {
+            continue;
+        };
         let sym = file
             .symbol_by_index(index)
             .map_err(|e| format!("bad relocation symbol: {e}"))?;
         let width = usize::from(reloc.size() / 8);
         let at = offset as usize;
-        let Some(slot) = bytes.get_mut(at..at + width) else { continue };
-        let implicit = if reloc.has_implicit_addend() { read_uint(slot, little) } else { 0 };
+        let Some(slot) = bytes.get_mut(at..at + width) else {
+            continue;
+        };
+        let implicit = if reloc.has_implicit_addend() {
+            read_uint(slot, little)
+        } else {
+            0
+        };
         let value = sym
             .address()
             .wrapping_add(section_base(bases, sym.section_index()))

@@ -46,10 +46,9 @@ pub fn source_path(comp_dir: &[u8], dir: &[u8], name: &[u8]) -> Vec<u8> {
     }
     let folded = fold(&joined);
     let root = fold(comp_dir);
-    if !root.is_empty() && folded.len() > root.len() + 1 && folded.starts_with(&root) {
-        if folded[root.len()] == b'/' {
-            return folded[root.len() + 1..].to_vec();
-        }
+    let below = folded.len() > root.len() + 1 && folded.starts_with(&root);
+    if !root.is_empty() && below && folded[root.len()] == b'/' {
+        return folded[root.len() + 1..].to_vec();
     }
     folded
 }

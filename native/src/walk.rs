@@ -55,8 +55,16 @@ pub struct CuOut {
 }
 
 enum Kind {
-    Func { idx: usize, spans: Vec<Span>, inline: Vec<Span> },
-    Site { idx: usize, own: Vec<Span>, kids: Vec<Span> },
+    Func {
+        idx: usize,
+        spans: Vec<Span>,
+        inline: Vec<Span>,
+    },
+    Site {
+        idx: usize,
+        own: Vec<Span>,
+        kids: Vec<Span>,
+    },
     Skip,
 }
 
@@ -151,7 +159,9 @@ impl<'c, 'a> Walker<'c, 'a> {
         let mut stack: Vec<Frame> = Vec::new();
         while !raw.is_empty() {
             let depth = raw.next_depth();
-            let Some(abbrev) = raw.read_abbreviation()? else { continue };
+            let Some(abbrev) = raw.read_abbreviation()? else {
+                continue;
+            };
             while stack.last().is_some_and(|f| f.depth >= depth) {
                 let frame = stack.pop().unwrap();
                 self.close(frame, &mut stack);
@@ -193,12 +203,23 @@ impl<'c, 'a> Walker<'c, 'a> {
         }
         let (name, linkage) = self.names_of(die)?;
         let idx = self.out.funcs.len();
-        self.out.funcs.push(Func { name, linkage, entry, bytes: measure(&spans) });
-        Ok(Kind::Func { idx, spans, inline: Vec::new() })
+        self.out.funcs.push(Func {
+            name,
+            linkage,
+            entry,
+            bytes: measure(&spans),
+        });
+        Ok(Kind::Func {
+            idx,
+            spans,
+            inline: Vec::new(),
+        })
     }
 
     fn inlined(&mut self, die: &Die<'a>, stack: &[Frame]) -> gimli::Result<Kind> {
-        let Some((func, parent)) = context(stack) else { return Ok(Kind::Skip) };
+        let Some((func, parent)) = context(stack) else {
+            return Ok(Kind::Skip);
+        };
         let (own, _) = self.spans(die)?;
         let (callee, linkage) = self.names_of(die)?;
         let file = match die.call_file {
@@ -216,7 +237,11 @@ impl<'c, 'a> Walker<'c, 'a> {
             exclusive: 0,
             inclusive: 0,
         });
-        Ok(Kind::Site { idx, own, kids: Vec::new() })
+        Ok(Kind::Site {
+            idx,
+            own,
+            kids: Vec::new(),
+        })
     }
 
     fn close(&mut self, frame: Frame, stack: &mut [Frame]) {
@@ -227,7 +252,9 @@ impl<'c, 'a> Walker<'c, 'a> {
                 site.exclusive = measure_minus(&own, &mut kids);
                 give_to_ancestors(stack, &own);
             }
-            Kind::Func { spans, mut inline, .. } => {
+            Kind::Func {
+                spans, mut inline, ..
+            } => {
                 normalize(&mut inline);
                 self.out.covered_bytes += measure(&inline);
                 self.out.function_bytes += measure(&spans);
@@ -241,15 +268,15 @@ impl<'c, 'a> Walker<'c, 'a> {
     fn spans(&self, die: &Die<'a>) -> gimli::Result<(Vec<Span>, u64)> {
         let (dwarf, unit) = (&self.ctx.dwarf, self.unit);
         let mut raw = Vec::new();
-        if let Some(value) = die.ranges.clone() {
+        if let Some(value) = die.ranges {
             if let Some(mut iter) = dwarf.attr_ranges(unit, value)? {
                 while let Some(r) = iter.next()? {
                     raw.push((r.begin, r.end));
                 }
             }
-        } else if let Some(value) = die.low.clone() {
+        } else if let Some(value) = die.low {
             if let Some(begin) = dwarf.attr_address(unit, value)? {
-                let end = match die.high.clone() {
+                let end = match die.high {
                     Some(AttributeValue::Udata(n)) => begin.wrapping_add(n),
                     Some(v) => dwarf.attr_address(unit, v)?.unwrap_or(begin),
                     None => begin,
@@ -258,13 +285,20 @@ impl<'c, 'a> Walker<'c, 'a> {
             }
         }
         let entry = raw.first().map_or(0, |s| s.0);
-        let mut spans: Vec<Span> = raw.into_iter().filter_map(|s| self.ctx.code.clip(s)).collect();
+        let mut spans: Vec<Span> = raw
+            .into_iter()
+            .filter_map(|s| self.ctx.code.clip(s))
+            .collect();
         normalize(&mut spans);
         Ok((spans, entry))
     }
 
     fn string_id(&mut self, unit_index: usize, value: Value<'a>) -> gimli::Result<u32> {
-        let unit = if unit_index == self.index { self.unit } else { &self.others[&unit_index] };
+        let unit = if unit_index == self.index {
+            self.unit
+        } else {
+            &self.others[&unit_index]
+        };
         let s = self.ctx.dwarf.attr_string(unit, value)?;
         Ok(self.strings.intern(s.slice()))
     }
@@ -272,16 +306,16 @@ impl<'c, 'a> Walker<'c, 'a> {
     /// (name, linkage name) of a DIE, through its abstract origin or
     /// specification when it has none of its own.
     fn names_of(&mut self, die: &Die<'a>) -> gimli::Result<(u32, u32)> {
-        let mut name = match die.name.clone() {
+        let mut name = match die.name {
             Some(v) => self.string_id(self.index, v)?,
             None => 0,
         };
-        let mut linkage = match die.linkage.clone() {
+        let mut linkage = match die.linkage {
             Some(v) => self.string_id(self.index, v)?,
             None => 0,
         };
         if name == 0 || linkage == 0 {
-            if let Some(at) = die.origin.clone().and_then(|v| global_ref(self.unit, v)) {
+            if let Some(at) = die.origin.and_then(|v| global_ref(self.unit, v)) {
                 let (n, l) = self.lookup(at)?;
                 name = if name == 0 { n } else { name };
                 linkage = if linkage == 0 { l } else { linkage };
@@ -300,9 +334,17 @@ impl<'c, 'a> Walker<'c, 'a> {
         let mut at = Some(start);
         for _ in 0..16 {
             let Some(offset) = at.take() else { break };
-            let ui = self.ctx.starts.partition_point(|&s| s <= offset).saturating_sub(1);
+            let ui = self
+                .ctx
+                .starts
+                .partition_point(|&s| s <= offset)
+                .saturating_sub(1);
             self.load_other(ui)?;
-            let unit = if ui == self.index { self.unit } else { &self.others[&ui] };
+            let unit = if ui == self.index {
+                self.unit
+            } else {
+                &self.others[&ui]
+            };
             let entry = unit.entry(UnitOffset(offset - self.ctx.starts[ui]))?;
             let mut values = Vec::new();
             let mut attrs = entry.attrs();
@@ -320,7 +362,11 @@ impl<'c, 'a> Walker<'c, 'a> {
             }
             for (is_name, v) in values {
                 let id = self.string_id(ui, v)?;
-                if is_name { name = id } else { linkage = id }
+                if is_name {
+                    name = id
+                } else {
+                    linkage = id
+                }
             }
             if name != 0 && linkage != 0 {
                 break;
@@ -355,7 +401,11 @@ impl<'c, 'a> Walker<'c, 'a> {
         let file = header.file(index)?;
         let name = dwarf.attr_string(unit, file.path_name()).ok()?;
         let dir = match file.directory(header) {
-            Some(v) => dwarf.attr_string(unit, v).ok().map(|s| s.slice()).unwrap_or(b""),
+            Some(v) => dwarf
+                .attr_string(unit, v)
+                .ok()
+                .map(|s| s.slice())
+                .unwrap_or(b""),
             None => b"",
         };
         let comp_dir = unit.comp_dir.map(|s| s.slice()).unwrap_or(b"");

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections import Counter
 
 import pytest
@@ -95,8 +96,6 @@ def test_cold_split_function_counts_both_parts(build, dwarf):
 
 
 def symbol_sizes(exe) -> dict[str, int]:
-    import subprocess
-
     out = subprocess.run(["nm", "-S", str(exe)], check=True, capture_output=True, text=True).stdout
     sizes = {}
     for line in out.splitlines():
@@ -137,3 +136,24 @@ def test_not_an_elf_file_is_a_usage_error(tmp_path):
 def test_threads_do_not_change_the_result(build):
     exe = build("sites.c", "-O2", "-g", "-gdwarf-5")
     assert site_keys(read_inline_index(exe, threads=1)) == site_keys(read_inline_index(exe, threads=2))
+
+
+def test_corrupt_dwarf_is_a_usage_error(build, tmp_path):
+    exe = build("sites.c", "-O2", "-g")
+    data = bytearray(exe.read_bytes())
+    for name in (".debug_abbrev", ".debug_info"):
+        off, size = section_extent(exe, name)
+        data[off + 12 : off + size : 7] = b"\xff" * len(range(off + 12, off + size, 7))
+    bad = tmp_path / "corrupt"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(UsageError, match=r"corrupt: no readable DWARF unit \(unit at .debug_info\+0x0: "):
+        read_inline_index(bad)
+
+
+def section_extent(exe, name: str) -> tuple[int, int]:
+    out = subprocess.run(["readelf", "-SW", str(exe)], check=True, capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        fields = line.split("]", 1)[-1].split()
+        if fields and fields[0] == name:
+            return int(fields[3], 16), int(fields[4], 16)
+    raise AssertionError(f"{name} missing from {exe}")
