@@ -124,7 +124,7 @@ def analyse(store: Store, name: str | None = None, alpha: float | None = None, c
     data = _Collected(store, name)
     rows = []
     for workload in spec.workloads:
-        for metric in data.metrics(workload.name, spec):
+        for metric in data.metrics(workload.name, spec, sessions[-1].backend):
             for variant in [v.name for v in spec.variants if v.name != spec.baseline]:
                 rows.append(_row(spec, data, workload.name, metric, variant, confidence, alpha, method))
     rows = _verdicts(rows, alpha, spec.fdr)
@@ -172,11 +172,12 @@ class _Collected:
                     notes.append(note)
         self.notes = tuple(notes)
 
-    def metrics(self, workload: str, spec: Experiment) -> list[str]:
+    def metrics(self, workload: str, spec: Experiment, backend: str) -> list[str]:
         declared = [m.name for w in spec.workloads if w.name == workload for m in w.metrics]
         seen = self.order.get(workload, [])
         rest = [m for m in seen if m not in declared and m not in RUSAGE_LABELS]
-        rusage = [m for m in RUSAGE_LABELS if m in seen and m not in declared]
+        # Under valgrind, rusage times the simulator, not the workload: left out unless declared.
+        rusage = [m for m in RUSAGE_LABELS if m in seen and m not in declared and backend != "cachegrind"]
         return declared + rest + rusage
 
     def values(self, workload: str, variant: str, metric: str) -> tuple[np.ndarray, np.ndarray]:

@@ -31,9 +31,9 @@ def render_text(a: Analysis) -> str:
         out += _problems(info, rows)
         out += _profile(a, info.name)
     if a.warnings:
-        out += ["", "WARNINGS"] + [f"  - {w}" for w in a.warnings]
+        out += ["", "WARNINGS"] + [line for w in a.warnings for line in _wrap(f"- {w}")]
     if a.notes:
-        out += ["", "NOTES"] + [f"  - {n}" for n in a.notes]
+        out += ["", "NOTES"] + [line for n in a.notes for line in _wrap(f"- {n}")]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -107,8 +107,11 @@ def _legend(a: Analysis, rows: list[Row]) -> list[str]:
     noise = noise_range(rows)
     margins = sorted({r.margin for r in rows if r.estimate is not None})
     margin = "/".join(f"{100 * m:.2g}%" for m in margins) or "0.1%"
-    lines += _wrap(f"** = beyond per-run noise{noise}, ns = within noise, flat = within +-{margin}.")
     methods = sorted({r.estimate.method for r in rows if r.estimate is not None})
+    if methods == ["exact"]:
+        lines += _wrap(f"** = a difference beyond the margin (deterministic counts), flat = within +-{margin}.")
+    else:
+        lines += _wrap(f"** = beyond per-run noise{noise}, ns = within noise, flat = within +-{margin}.")
     lines += _wrap(_method_note(a, methods))
     mdes = [r.mde for r in rows if r.mde is not None and math.isfinite(r.mde)]
     if mdes:
@@ -134,7 +137,10 @@ def _method_note(a: Analysis, methods: list[str]) -> str:
              "exact": "exact counts (deterministic; only the margin decides flat)",
              "normal": f"Welch t, {a.confidence:.0%} intervals"}
     fdr = {"bh": "Benjamini-Hochberg FDR", "holm": "Holm FWER"}[a.fdr]
-    return f"Tests: {'; '.join(names[m] for m in methods)}; {fdr} at alpha {a.alpha:g} across rows."
+    tests = "; ".join(names[m] for m in methods)
+    if methods == ["exact"]:
+        return f"Method: {tests}."
+    return f"Tests: {tests}; {fdr} at alpha {a.alpha:g} across rows."
 
 
 def _problems(info, rows: list[Row]) -> list[str]:
@@ -143,9 +149,12 @@ def _problems(info, rows: list[Row]) -> list[str]:
         lines.append(f"Failed runs on {variant}: {len(reasons)} ({reasons[0]})")
     for what, count in info.excluded.items():
         lines.append(f"Excluded {what} ({count} runs)")
+    grouped: dict[tuple[str, str], list[str]] = {}
     for r in rows:
         for w in r.warnings:
-            lines.append(f"{_short(r.label)} [{r.variant}]: {w}")
+            grouped.setdefault((w, r.variant), []).append(_short(r.label))
+    for (w, variant), labels in grouped.items():
+        lines.append(f"{'/'.join(labels)} [{variant}]: {w}")
     if not lines:
         return []
     return ["", *[y for x in lines for y in _wrap(x)]]
