@@ -29,8 +29,15 @@ runner puts ``/bin/sh -c`` (shell workloads) and a variant's ``wrap`` prefix
 following, valgrind would count the shell and not the workload (dash forks
 it), or count nothing at all (``taskset`` execs it, and an exec'd program
 runs natively).  For a single-process workload both settings give the same
-numbers.  ``trace_children=False`` counts only the first process; a run that
-then leaves no out file is reported as a failure naming that cause.
+numbers.  A child forked without an exec starts from a copy of its
+parent's counts, so the sum counts the parent's work before the fork twice:
+deterministic, but worth knowing for fork-heavy workloads.
+``trace_children=False`` counts only the first process; a run that then
+leaves no out file is reported as a failure naming that cause.
+
+Determinism holds for the program's instructions, not its inputs: a
+workload that prints a clock-derived number (lockbench's ``ops/s``) varies
+by a few dozen instructions in millions between runs.
 
 Region mode: ``callgrind_toggle="FUNC"`` runs callgrind instead, counting
 only while ``FUNC`` (callgrind's wildcards allowed) and its callees run.
