@@ -1,0 +1,58 @@
+"""``name: number [unit]`` lines, e.g. ``ops/s: 50955238`` or ``latency = 3.2 ms``.
+
+Every such line in stdout and stderr becomes a metric named as printed
+(whitespace collapsed); a later line with the same name replaces an earlier
+one.  Direction: a name ending in ``/s`` or containing ``throughput`` is
+higher-is-better, anything else has none, unless option
+``higher_is_better`` says otherwise.  Options::
+
+    units = {name = "unit"}             # overrides the printed unit
+    higher_is_better = {name = false}
+    only = ["ops/s"]                    # keep these names; each must be present
+"""
+
+from __future__ import annotations
+
+import re
+
+from perfab.errors import UsageError
+from perfab.parsers._base import NUM, ParseError, ParsedMetric, combined, metric
+
+OPTIONS = frozenset({"units", "higher_is_better", "only"})
+
+_LINE = re.compile(rf"^\s*([A-Za-z_][\w ./%()-]*?)\s*[:=]\s*({NUM})(?:\s*([A-Za-z%/][\w/%]*))?\s*$")
+
+
+def prepare(options: dict) -> dict:
+    """Check option types; UsageError on a bad one."""
+    for key in ("units", "higher_is_better"):
+        if not isinstance(options.get(key, {}), dict):
+            raise UsageError(f"keyvalue option {key} must be a table of metric name -> value")
+    only = options.get("only", [])
+    if not isinstance(only, list) or not all(isinstance(n, str) for n in only):
+        raise UsageError("keyvalue option only must be a list of metric names")
+    return options
+
+
+def direction(name: str) -> bool | None:
+    """Default direction: rates (``/s``) and throughputs are higher-is-better."""
+    return True if name.endswith("/s") or "throughput" in name.lower() else None
+
+
+def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
+    """Every ``name: number [unit]`` line; ParseError when none (or a required one) is found."""
+    units, better = options.get("units", {}), options.get("higher_is_better", {})
+    out = {}
+    for line in combined(stdout, stderr).splitlines():
+        if found := _LINE.match(line):
+            name = " ".join(found[1].split())
+            unit = units.get(name, found[3] or (name if name.endswith("/s") else ""))
+            out[name] = metric(found[2], unit, better.get(name, direction(name)))
+    if not out:
+        raise ParseError("output has no 'name: number' line for the keyvalue parser: "
+                         "print results as 'ops/s: 1234', or use the regex parser")
+    only = options.get("only") or []
+    for name in only:
+        if name not in out:
+            raise ParseError(f"output has no {name!r} line (keyvalue found {', '.join(sorted(out))})")
+    return {name: out[name] for name in only} if only else out

@@ -1,0 +1,72 @@
+"""A named-regex parser for workloads no dedicated parser knows.
+
+Options::
+
+    patterns = {metric_name = "regex with one group, or a group named 'value'"}
+    units = {metric_name = "ms"}                 # default ""
+    higher_is_better = {metric_name = false}     # default None (no direction)
+
+Each pattern is searched in stdout, then stderr, in multi-line mode; the
+last match in a stream wins (summaries follow progress lines).  Thousands
+separators (``1,234``) are dropped before conversion.
+"""
+
+from __future__ import annotations
+
+import re
+
+from perfab.errors import UsageError
+from perfab.parsers._base import ParseError, ParsedMetric, last_match, metric
+
+OPTIONS = frozenset({"patterns", "units", "higher_is_better"})
+
+
+def prepare(options: dict) -> dict:
+    """Compile the patterns; UsageError for a missing, bad or group-less pattern."""
+    patterns = options.get("patterns")
+    if not isinstance(patterns, dict) or not patterns:
+        raise UsageError("parser 'regex' needs option patterns = {metric_name = \"regex with one group\"}")
+    compiled = {name: _compile(name, text) for name, text in patterns.items()}
+    units = _mapping(options, "units", str)
+    better = _mapping(options, "higher_is_better", (bool, type(None)))
+    stray = sorted((set(units) | set(better)) - set(compiled))
+    if stray:
+        raise UsageError(f"regex parser option names metric {stray[0]!r} that has no pattern")
+    return {"patterns": compiled, "units": units, "higher_is_better": better}
+
+
+def _compile(name: str, text: object) -> re.Pattern[str]:
+    if not isinstance(text, str):
+        raise UsageError(f"regex pattern for {name!r} must be a string, not {text!r}")
+    try:
+        pattern = re.compile(text, re.MULTILINE)
+    except re.error as err:
+        raise UsageError(f"regex pattern for {name!r} does not compile ({err}): fix the expression") from None
+    if "value" not in pattern.groupindex and pattern.groups != 1:
+        raise UsageError(f"regex pattern for {name!r} needs exactly one group or a group named 'value'")
+    return pattern
+
+
+def _mapping(options: dict, key: str, kind: type | tuple) -> dict:
+    value = options.get(key) or {}
+    if not isinstance(value, dict) or not all(isinstance(v, kind) for v in value.values()):
+        raise UsageError(f"regex parser option {key} must map metric names to {getattr(kind, '__name__', 'bool')}")
+    return value
+
+
+def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
+    """One metric per pattern; ParseError naming the first pattern that found nothing."""
+    out = {}
+    for name, pattern in options["patterns"].items():
+        found = last_match(pattern.pattern, stdout, pattern.flags) or last_match(pattern.pattern, stderr, pattern.flags)
+        if found is None:
+            raise ParseError(f"regex for metric {name!r} matched nothing in the output: check the pattern "
+                             f"{pattern.pattern!r} against what the workload prints")
+        raw = found["value"] if "value" in pattern.groupindex else found[1]
+        try:
+            value = float((raw or "").replace(",", ""))
+        except ValueError:
+            raise ParseError(f"regex for metric {name!r} captured {raw!r}, which is not a number: "
+                             "make the group capture only the digits") from None
+        out[name] = metric(value, options["units"].get(name, ""), options["higher_is_better"].get(name))
+    return out
