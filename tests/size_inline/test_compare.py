@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,21 @@ def test_format_matches_golden_and_fits_80_columns():
     assert text == (GOLDEN / "format_inline_changes.txt").read_text()
     assert max(len(line) for line in text.splitlines()) <= 80
     assert text.splitlines()[-1].startswith("(2 more changed callees not shown, inclusive delta +6 bytes)")
+
+
+def test_lockbench_inlined_unlock_grows_every_site(tmp_path):
+    """Seed 000 in small: the bundled lock/unlock workload built both ways."""
+    root = Path(__file__).resolve().parents[2]
+    source = tmp_path / "lockbench.c"
+    gen = [sys.executable, str(root / "workloads" / "gen_lockbench.py"), "32"]
+    source.write_text(subprocess.run(gen, check=True, capture_output=True, text=True).stdout)
+    built = {}
+    for side, flags in (("outline", ["-DUNLOCK_OUTLINE"]), ("inline", [])):
+        built[side] = tmp_path / side
+        subprocess.run(["gcc", "-O2", "-g", *flags, "-o", side, "lockbench.c"], cwd=tmp_path, check=True)
+    changes = compare_inlines(read_inline_index(built["outline"]), read_inline_index(built["inline"]))
+    unlock = next(c for c in changes if c.callee == "unlock")
+    assert changes[0] is unlock
+    assert unlock.sites_old == 0 and unlock.sites_new == source.read_text().count("\tunlock(")
+    assert 8 <= unlock.bytes_per_site_new <= 128
+    assert unlock.evidence[0].startswith("lockbench.c:")

@@ -157,3 +157,13 @@ def section_extent(exe, name: str) -> tuple[int, int]:
         if fields and fields[0] == name:
             return int(fields[3], 16), int(fields[4], 16)
     raise AssertionError(f"{name} missing from {exe}")
+
+
+@pytest.mark.parametrize("cc", ["g++", "clang++"])
+def test_cpp_member_names_follow_the_specification(build, cc):
+    index = read_inline_index(build("members.cc", "-O2", "-g", cc=cc))
+    bump = index.by_callee()["bump"]
+    assert len(bump) == 3
+    assert {(s.caller, s.callee_linkage, s.caller_symbol) for s in bump} == {
+        ("work", "_ZN2ns7Counter4bumpEi", "_Z4worki")
+    }

@@ -41,6 +41,7 @@ class InlineSite:
     exclusive_bytes: int  # code bytes of this site not inside a nested inline site
     inclusive_bytes: int  # all code bytes of this site's ranges
     caller_symbol: str = ""  # ELF symbol at the caller's entry (e.g. "copy_process.isra.0")
+    callee_linkage: str = ""  # callee's DW_AT_linkage_name (C++ mangled name), "" in C
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ def _index_from_columns(data: dict) -> InlineIndex:
     func_name = [strings[i] for i in _column(data, "func_name")]
     func_symbol = [strings[i] for i in _column(data, "func_symbol")]
     callee = _column(data, "site_callee")
+    linkage = _column(data, "site_linkage")
     parents = _column(data, "site_parent", "i")
     sites = tuple(
         InlineSite(
@@ -152,8 +154,9 @@ def _index_from_columns(data: dict) -> InlineIndex:
             excl,
             incl,
             func_symbol[f],
+            strings[link],
         )
-        for c, f, p, fi, line, excl, incl in zip(
+        for c, f, p, fi, line, excl, incl, link in zip(
             callee,
             _column(data, "site_func"),
             parents,
@@ -161,6 +164,7 @@ def _index_from_columns(data: dict) -> InlineIndex:
             _column(data, "site_line"),
             _column(data, "site_exclusive"),
             _column(data, "site_inclusive"),
+            linkage,
         )
     )
     return InlineIndex(
