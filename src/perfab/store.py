@@ -117,6 +117,7 @@ class Store:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self._refuse_newer()  # before any pragma writes to the file
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.execute("PRAGMA foreign_keys=ON")
@@ -133,11 +134,16 @@ class Store:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _migrate(self) -> None:
+    def _refuse_newer(self) -> None:
+        """Leave a database of a newer schema untouched (switching it to WAL would rewrite its header)."""
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
+            self.db.close()
             raise StoreError(f"{self.path}: written by a newer perfab (schema {version}, this one knows "
                              f"{SCHEMA_VERSION}); upgrade perfab or pass another --db PATH")
+
+    def _migrate(self) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
         if version == 0:
             self.db.execute("CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, "
                             "description TEXT NOT NULL, applied_at REAL NOT NULL)")
