@@ -42,6 +42,10 @@ def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
     for value, across in per_request:
         name = "time_per_request_all_ms" if across else "time_per_request_ms"
         out[name] = metric(value, "ms", False)
+    breakdown = last_match(r"^\s+\(Connect: (\d+), Receive: (\d+), Length: (\d+), Exceptions: (\d+)\)", text)
+    if breakdown:
+        for i, kind in enumerate(("connect", "receive", "length", "exceptions"), start=1):
+            out[f"failed_{kind}"] = metric(breakdown[i], "count", False)
     out.update(_connection_times(text))
     out.update(_percentiles(text))
     return out

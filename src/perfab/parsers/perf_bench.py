@@ -71,7 +71,7 @@ def _averaged(prefix: str, body: str) -> dict[str, ParsedMetric]:
     if found := re.search(rf"^Averaged ({NUM}) operations/sec \(\+- ({NUM})%\)", body, re.M):
         out[f"{prefix}_ops_per_s"] = metric(found[1], "ops/s", True)
         out[f"{prefix}_rsd_pct"] = metric(found[2], "%", None)
-    for kind, value in re.findall(rf"^Averaged ({NUM}) (\w+) operations \(", body, re.M):
+    for value, kind in re.findall(rf"^Averaged ({NUM}) (\w+) operations \(", body, re.M):
         out[f"{prefix}_{kind.lower()}_ops"] = metric(value, "count", True)
     return out
 

@@ -79,7 +79,10 @@ def _misc_name(description: str) -> str:
 
 
 def _misc_unit(description: str) -> str:
-    return "/s" if re.search(r"\bper sec", description) else description.split()[0]
+    """``'add matrix ops per sec'`` -> ``'ops/s'``; ``'nanosecs per context switch'`` -> ``'nanosecs'``."""
+    if found := re.search(r"(\S+) per sec", description):
+        return f"{found[1]}/s"
+    return description.split()[0]
 
 
 def _misc_direction(description: str) -> bool | None:
