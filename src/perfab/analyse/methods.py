@@ -81,6 +81,14 @@ class AssumeNothing:
         return _estimate(self.name, base, exp, scale(shift), scale(lo), scale(hi), p)
 
 
+EXACT_TOLERANCE = 1e-4  # relative spread within a side tolerated as deterministic (timer reads in the workload)
+
+
+def _relative_range(values: np.ndarray) -> float:
+    center = abs(float(np.median(values)))
+    return float(np.ptp(values)) / center if center else float(np.ptp(values) > 0)
+
+
 class AssumeExact:
     """Deterministic counts: any difference is real, only the margin decides ``flat``.
 
@@ -88,9 +96,10 @@ class AssumeExact:
     (instructions and cache misses from valgrind's simulated caches), one
     run per side suffices and no test is needed: ``delta`` is the ratio of
     the medians and the interval is that point.  Assumption: the values are
-    deterministic; when a side's values do vary, a warning says so and the
-    interval is widened to the range of all pairwise ratios, which is the
-    most the variation could move the estimate.  Reference: the same idea
+    deterministic; when a side's values vary by more than ``EXACT_TOLERANCE``
+    (0.01%: a workload reading a clock executes a few instructions more or
+    less), a warning says so; any variation widens the interval to the
+    range of all pairwise ratios, the most it could move the estimate.  Reference: the same idea
     as benchstat's AssumeExact (golang.org/x/perf/benchmath).
     """
 
@@ -104,8 +113,11 @@ class AssumeExact:
             return _estimate(self.name, base, exp, delta, delta, delta, None)
         delta = me / mb - 1
         lo = hi = delta
-        if np.ptp(base) or np.ptp(exp):
-            warnings.append("values vary within a side: the exact method assumes deterministic counts")
+        spread = max(_relative_range(base), _relative_range(exp))
+        if spread > EXACT_TOLERANCE:
+            warnings.append(f"values vary within a side (by {100 * spread:.2g}%): the exact method assumes "
+                            "deterministic counts")
+        if spread > 0:
             ratios = np.divide.outer(exp, base).ravel() - 1 if np.all(base != 0) else np.array([delta])
             lo, hi = float(ratios.min()), float(ratios.max())
         return _estimate(self.name, base, exp, delta, lo, hi, None, tuple(warnings))

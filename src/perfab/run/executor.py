@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import queue
+import resource
 import selectors
 import signal
 import threading
@@ -33,7 +34,7 @@ class Execution:
     wall_s: float  # from spawn to reap
     user_s: float  # user CPU time (rusage of the reaped child)
     sys_s: float  # system CPU time
-    max_rss_kb: int  # peak resident set size, KiB
+    max_rss_kb: int | None  # peak resident set size, KiB; None when it cannot be told from perfab's own
     nvcsw: int  # voluntary context switches
     nivcsw: int  # involuntary context switches
     timed_out: bool  # killed at the timeout
@@ -42,6 +43,7 @@ class Execution:
     stdout_bytes: int  # total stdout bytes
     stderr_bytes: int  # total stderr bytes
     error: str | None = None  # why the command could not start
+    stderr_tail: bytes = b""  # the last TAIL_BYTES of stderr (where perf reports a signal death)
 
     @property
     def exit_code(self) -> int | None:
@@ -67,6 +69,9 @@ class Executor(Protocol):
         ...
 
 
+TAIL_BYTES = 4096
+
+
 class _Watch:
     """One run's output and deadline: drains stdout and stderr, blocked in select(2).
 
@@ -80,6 +85,7 @@ class _Watch:
         self.deadline = time.monotonic() + timeout_s
         self.kept = {fd: bytearray() for fd in fds}
         self.total = {fd: 0 for fd in fds}
+        self.tail = {fd: b"" for fd in fds}
         self.done = threading.Event()  # set by the runner once the child is reaped
         self.finished = threading.Event()  # set here once the pipes are closed
         self.expired = False
@@ -108,6 +114,7 @@ class _Watch:
             sel.unregister(fd)
             return
         self.total[fd] += len(chunk)
+        self.tail[fd] = (self.tail[fd] + chunk)[-TAIL_BYTES:]
         room = self.cap - len(self.kept[fd])
         if room > 0:
             self.kept[fd] += chunk[:room]
@@ -149,6 +156,7 @@ class RealExecutor:
             self._watcher.start()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        own_rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         started = time.perf_counter()
         try:
             pid = _spawn(argv, env, cwd, out_w, err_w, cpus)
@@ -169,9 +177,12 @@ class RealExecutor:
         self._pgid = None
         _killpg(pid, signal.SIGKILL)  # leftovers would disturb the next run and hold the pipes
         watch.finished.wait(timeout=5)
-        return Execution(status, wall, ru.ru_utime, ru.ru_stime, ru.ru_maxrss, ru.ru_nvcsw, ru.ru_nivcsw,
+        # Linux folds the spawning process's RSS high-water mark into the child's maxrss at exec,
+        # so a peak at or below perfab's own says nothing about the workload.
+        rss = ru.ru_maxrss if ru.ru_maxrss > own_rss_kb else None
+        return Execution(status, wall, ru.ru_utime, ru.ru_stime, rss, ru.ru_nvcsw, ru.ru_nivcsw,
                          watch.expired, bytes(watch.kept[out_r]), bytes(watch.kept[err_r]), watch.total[out_r],
-                         watch.total[err_r])
+                         watch.total[err_r], stderr_tail=watch.tail[err_r])
 
 
 def _spawn(argv: list[str], env: dict[str, str], cwd: str | None, out_w: int, err_w: int,
@@ -246,4 +257,4 @@ class FakeExecutor:
         status = o.signal if o.signal is not None else (o.exit_code << 8)
         user = o.wall_s if o.user_s is None else o.user_s
         return Execution(status, o.wall_s, user, 0.0, 1024, 0, 0, o.timed_out, o.stdout[:cap_bytes],
-                         o.stderr[:cap_bytes], len(o.stdout), len(o.stderr))
+                         o.stderr[:cap_bytes], len(o.stdout), len(o.stderr), stderr_tail=o.stderr[-TAIL_BYTES:])

@@ -234,12 +234,15 @@ class Runner:
             started = time.time()
             ex = self.executor.execute(full, self._env(variant), self._cwd(workload, variant), workload.timeout_s,
                                        self.exp.stdout_cap_bytes, self._cpus)
-            measurement = self.backend.collect(scratch, group, ex.status) if ex.error is None else None
+            measurement = None
+            if ex.error is None:
+                (scratch / "stderr").write_bytes(ex.stderr_tail)  # perf's last words (a signal death)
+                measurement = self.backend.collect(scratch, group, ex.status)
             if self.recorder and ex.error is None and ex.status == 0:
                 measurement = _with_profile(measurement, self.recorder, scratch)
         finally:
             if os.listdir(scratch):
-                shutil.rmtree(scratch, ignore_errors=True)
+                shutil.rmtree(scratch, ignore_errors=True)  # next run recreates it
         return _record(ex, started, measurement, parse, self.backend, workload)
 
     def _env(self, variant: Variant) -> dict[str, str]:
@@ -265,8 +268,12 @@ def _record(ex: Execution, started: float, measurement, parse, backend: Backend,
     excluded: dict[str, str] = {}
     notes: tuple[str, ...] = ()
     if ex.error is None:
-        metrics.update(wall_s=ex.wall_s, user_s=ex.user_s, sys_s=ex.sys_s, max_rss_kb=float(ex.max_rss_kb),
-                       vcsw=float(ex.nvcsw), ivcsw=float(ex.nivcsw))
+        metrics.update(wall_s=ex.wall_s, user_s=ex.user_s, sys_s=ex.sys_s, vcsw=float(ex.nvcsw),
+                       ivcsw=float(ex.nivcsw))
+        if ex.max_rss_kb is not None:
+            metrics["max_rss_kb"] = float(ex.max_rss_kb)
+        else:
+            excluded["max_rss_kb"] = "not measurable (at most perfab's own peak RSS)"
         meta.update({m: (u, hib, False) for m, (u, hib) in RUSAGE_METRICS.items()})
     if measurement is not None:
         metrics.update(measurement.metrics)
@@ -274,7 +281,7 @@ def _record(ex: Execution, started: float, measurement, parse, backend: Backend,
         notes = tuple(measurement.notes)
         info = backend.metric_info()
         meta.update({m: (i.unit, i.higher_is_better, i.exact) for m, i in info.items() if m in measurement.metrics})
-        reason = reason or measurement.failure
+        reason = measurement.failure or reason  # the backend knows more than an exit status
     if reason is None and parse is not None:
         try:
             parsed = parse(ex.stdout.decode(errors="replace"), ex.stderr.decode(errors="replace"))
