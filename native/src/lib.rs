@@ -11,6 +11,7 @@ mod collect;
 mod load;
 mod names;
 mod ranges;
+mod resolve;
 mod walk;
 
 use pyo3::exceptions::PyValueError;

@@ -7,14 +7,14 @@
 use std::collections::HashMap;
 
 use gimli::constants as dw;
-use gimli::{AttributeValue, EndianSlice, RunTimeEndian, UnitOffset};
+use gimli::{AttributeValue, EndianSlice, RunTimeEndian};
 
-use crate::names::{source_path, Interner};
+use crate::names::Interner;
 use crate::ranges::{measure, measure_minus, normalize, CodeFilter, Span};
 
 pub type R<'a> = EndianSlice<'a, RunTimeEndian>;
-type Unit<'a> = gimli::Unit<R<'a>>;
-type Value<'a> = AttributeValue<R<'a>>;
+pub(crate) type Unit<'a> = gimli::Unit<R<'a>>;
+pub(crate) type Value<'a> = AttributeValue<R<'a>>;
 
 /// What every unit's walk shares.
 pub struct Ctx<'a> {
@@ -74,15 +74,15 @@ struct Frame {
 }
 
 #[derive(Default)]
-struct Die<'a> {
-    low: Option<Value<'a>>,
-    high: Option<Value<'a>>,
-    ranges: Option<Value<'a>>,
-    name: Option<Value<'a>>,
-    linkage: Option<Value<'a>>,
-    origin: Option<Value<'a>>,
-    call_file: Option<u64>,
-    call_line: u64,
+pub(crate) struct Die<'a> {
+    pub(crate) low: Option<Value<'a>>,
+    pub(crate) high: Option<Value<'a>>,
+    pub(crate) ranges: Option<Value<'a>>,
+    pub(crate) name: Option<Value<'a>>,
+    pub(crate) linkage: Option<Value<'a>>,
+    pub(crate) origin: Option<Value<'a>>,
+    pub(crate) call_file: Option<u64>,
+    pub(crate) call_line: u64,
 }
 
 impl Die<'_> {
@@ -91,15 +91,15 @@ impl Die<'_> {
     }
 }
 
-struct Walker<'c, 'a> {
-    ctx: &'c Ctx<'a>,
-    unit: &'c Unit<'a>,
-    index: usize,
-    strings: Interner,
-    names: HashMap<usize, (u32, u32)>,
-    files: HashMap<u64, u32>,
-    others: HashMap<usize, Unit<'a>>,
-    out: CuOut,
+pub(crate) struct Walker<'c, 'a> {
+    pub(crate) ctx: &'c Ctx<'a>,
+    pub(crate) unit: &'c Unit<'a>,
+    pub(crate) index: usize,
+    pub(crate) strings: Interner,
+    pub(crate) names: HashMap<usize, (u32, u32)>,
+    pub(crate) files: HashMap<u64, u32>,
+    pub(crate) others: HashMap<usize, Unit<'a>>,
+    pub(crate) out: CuOut,
 }
 
 pub fn walk_unit(ctx: &Ctx<'_>, index: usize) -> gimli::Result<CuOut> {
@@ -292,125 +292,6 @@ impl<'c, 'a> Walker<'c, 'a> {
         normalize(&mut spans);
         Ok((spans, entry))
     }
-
-    fn string_id(&mut self, unit_index: usize, value: Value<'a>) -> gimli::Result<u32> {
-        let unit = if unit_index == self.index {
-            self.unit
-        } else {
-            &self.others[&unit_index]
-        };
-        let s = self.ctx.dwarf.attr_string(unit, value)?;
-        Ok(self.strings.intern(s.slice()))
-    }
-
-    /// (name, linkage name) of a DIE, through its abstract origin or
-    /// specification when it has none of its own.
-    fn names_of(&mut self, die: &Die<'a>) -> gimli::Result<(u32, u32)> {
-        let mut name = match die.name {
-            Some(v) => self.string_id(self.index, v)?,
-            None => 0,
-        };
-        let mut linkage = match die.linkage {
-            Some(v) => self.string_id(self.index, v)?,
-            None => 0,
-        };
-        if name == 0 || linkage == 0 {
-            if let Some(at) = die.origin.and_then(|v| global_ref(self.unit, v)) {
-                let (n, l) = self.lookup(at)?;
-                name = if name == 0 { n } else { name };
-                linkage = if linkage == 0 { l } else { linkage };
-            }
-        }
-        Ok((name, linkage))
-    }
-
-    /// Follow a chain of origin/specification references from the DIE at
-    /// `.debug_info` offset `start`, collecting the first name and linkage name.
-    fn lookup(&mut self, start: usize) -> gimli::Result<(u32, u32)> {
-        if let Some(&hit) = self.names.get(&start) {
-            return Ok(hit);
-        }
-        let (mut name, mut linkage) = (0, 0);
-        let mut at = Some(start);
-        for _ in 0..16 {
-            let Some(offset) = at.take() else { break };
-            let ui = self
-                .ctx
-                .starts
-                .partition_point(|&s| s <= offset)
-                .saturating_sub(1);
-            self.load_other(ui)?;
-            let unit = if ui == self.index {
-                self.unit
-            } else {
-                &self.others[&ui]
-            };
-            let entry = unit.entry(UnitOffset(offset - self.ctx.starts[ui]))?;
-            let mut values = Vec::new();
-            let mut attrs = entry.attrs();
-            while let Some(a) = attrs.next()? {
-                match a.name() {
-                    dw::DW_AT_name if name == 0 => values.push((true, a.value())),
-                    dw::DW_AT_linkage_name | dw::DW_AT_MIPS_linkage_name if linkage == 0 => {
-                        values.push((false, a.value()))
-                    }
-                    dw::DW_AT_abstract_origin | dw::DW_AT_specification => {
-                        at = global_ref(unit, a.value())
-                    }
-                    _ => {}
-                }
-            }
-            for (is_name, v) in values {
-                let id = self.string_id(ui, v)?;
-                if is_name {
-                    name = id
-                } else {
-                    linkage = id
-                }
-            }
-            if name != 0 && linkage != 0 {
-                break;
-            }
-        }
-        self.names.insert(start, (name, linkage));
-        Ok((name, linkage))
-    }
-
-    fn load_other(&mut self, ui: usize) -> gimli::Result<()> {
-        if ui != self.index && !self.others.contains_key(&ui) {
-            let unit = self.ctx.dwarf.unit(self.ctx.headers[ui])?;
-            self.others.insert(ui, unit);
-        }
-        Ok(())
-    }
-
-    /// Interned source path of a line-program file index.
-    fn file_id(&mut self, index: u64) -> u32 {
-        if let Some(&id) = self.files.get(&index) {
-            return id;
-        }
-        let path = self.file_path(index).unwrap_or_default();
-        let id = self.strings.intern(&path);
-        self.files.insert(index, id);
-        id
-    }
-
-    fn file_path(&self, index: u64) -> Option<Vec<u8>> {
-        let (dwarf, unit) = (&self.ctx.dwarf, self.unit);
-        let header = unit.line_program.as_ref()?.header();
-        let file = header.file(index)?;
-        let name = dwarf.attr_string(unit, file.path_name()).ok()?;
-        let dir = match file.directory(header) {
-            Some(v) => dwarf
-                .attr_string(unit, v)
-                .ok()
-                .map(|s| s.slice())
-                .unwrap_or(b""),
-            None => b"",
-        };
-        let comp_dir = unit.comp_dir.map(|s| s.slice()).unwrap_or(b"");
-        Some(source_path(comp_dir, dir, name.slice()))
-    }
 }
 
 /// The innermost concrete function and the directly enclosing inline site
@@ -445,17 +326,5 @@ fn give_to_ancestors(stack: &mut [Frame], own: &[Span]) {
             }
             Kind::Skip => return,
         }
-    }
-}
-
-/// `.debug_info` offset of a DIE reference, if it is one this reader follows.
-fn global_ref(unit: &Unit<'_>, value: Value<'_>) -> Option<usize> {
-    match value {
-        AttributeValue::UnitRef(o) => {
-            let start = unit.header.offset().as_debug_info_offset()?.0;
-            Some(start + o.0)
-        }
-        AttributeValue::DebugInfoRef(o) => Some(o.0),
-        _ => None,
     }
 }
