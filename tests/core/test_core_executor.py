@@ -88,16 +88,15 @@ def test_busy_loop_user_time_and_rss():
     assert ex.max_rss_kb >= 200 * 1024  # the 200 MiB the workload touched
 
 
-@pytest.mark.xfail(strict=True, reason="max_rss_kb of a small workload reports perfab's own RSS: Linux folds the "
-                   "forking process's memory high-water mark into the child's maxrss at exec")
-def test_rss_of_a_small_workload_is_its_own():
+def test_rss_of_a_small_workload_is_never_perfab_s_own():
+    """Linux folds the spawner's RSS high-water mark into the child's maxrss at exec."""
     import numpy  # noqa: F401 - makes this process large, as the CLI is when it runs workloads
     import resource
 
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     ex = _run(["sleep", "0.01"])
     assert own > 40 * 1024
-    assert ex.max_rss_kb < 20 * 1024, (ex.max_rss_kb, own)
+    assert ex.max_rss_kb is None or ex.max_rss_kb < 20 * 1024, (ex.max_rss_kb, own)
 
 
 def test_processes_left_behind_are_killed():
