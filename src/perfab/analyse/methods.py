@@ -76,8 +76,9 @@ class AssumeNothing:
         if np.all(diffs == 0):
             p = 1.0
         scale = _relative(positive, float(np.median(base)))
-        if scale is None:
-            return _estimate(self.name, base, exp, None, None, None, p)
+        if scale is None:  # baseline median 0: no relative change, unless nothing changed at all
+            same = 0.0 if np.all(diffs == 0) else None
+            return _estimate(self.name, base, exp, same, same, same, p)
         return _estimate(self.name, base, exp, scale(shift), scale(lo), scale(hi), p)
 
 
