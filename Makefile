@@ -9,11 +9,15 @@ STAMP  := $(VENV)/.installed
 CC     ?= gcc
 SITES  ?= 2048
 
+# rustup's toolchain (Debian's cargo is too old for the native crates)
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
 .PHONY: demo test sysdeps workloads native clean
 
 demo: $(STAMP) workloads
 	rm -f .perfab/demo.db .perfab/demo.db-wal .perfab/demo.db-shm
 	$(VENV)/bin/perfab run examples/default.toml --db .perfab/demo.db
+	$(VENV)/bin/perfab run examples/cachegrind.toml --db .perfab/demo.db
 
 test: $(STAMP) sysdeps workloads native
 	$(PY) -m pytest -q
@@ -25,6 +29,8 @@ sysdeps:
 	command -v valgrind >/dev/null 2>&1 || missing="$$missing valgrind"; \
 	command -v $(CC) >/dev/null 2>&1 || missing="$$missing gcc"; \
 	command -v readelf >/dev/null 2>&1 || missing="$$missing binutils"; \
+	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
+	command -v llvm-dwarfdump >/dev/null 2>&1 || missing="$$missing llvm"; \
 	command -v cargo >/dev/null 2>&1 || missing="$$missing cargo"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \

@@ -78,7 +78,7 @@ int main(int argc, char **argv)
 	}}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-	printf("checksum: %lu\n", counters[0] ^ counters[17] ^ x);
+	printf("checksum: %lu\n", (counters[0] ^ counters[17] ^ x) & 0xffffffffu);
 	printf("ops/s: %.0f\n", iters / s);
 	return 0;
 }}

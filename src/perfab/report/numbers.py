@@ -31,10 +31,15 @@ def fmt_delta(row: Row) -> str:
     return f"{100 * est.delta:+.2f}%"
 
 
+def measured_rows(rows: list[Row]) -> list[Row]:
+    """Rows tested for a shift, leaving out small counts (context switches) whose CV says little."""
+    return [r for r in rows if r.estimate is not None and r.estimate.method != "exact"
+            and not (all(float(v).is_integer() for v in r.base_values) and r.estimate.median_base < 100)]
+
+
 def noise_range(rows: list[Row]) -> str:
-    """`` (+-0.10..0.36%)``: the range of per-run noise (robust CV) over the rows with a test."""
-    cvs = [c for r in rows if r.estimate is not None and r.estimate.method != "exact"
-           for c in (r.cv_base, r.cv_exp) if c is not None]
+    """`` (+-0.10..0.36%)``: the range of per-run noise (robust CV) over the measured rows."""
+    cvs = [c for r in measured_rows(rows) for c in (r.cv_base, r.cv_exp) if c is not None]
     if not cvs:
         return ""
     lo, hi = 100 * min(cvs), 100 * max(cvs)

@@ -14,7 +14,7 @@ import math
 
 from perfab.analyse.compare import Analysis, Row
 from perfab.plan import describe_order
-from perfab.report.numbers import fmt_delta, fmt_value, noise_range
+from perfab.report.numbers import fmt_delta, fmt_value, measured_rows, noise_range
 
 WIDTH = 80
 
@@ -24,11 +24,11 @@ def render_text(a: Analysis) -> str:
     out += _setup(a)
     out += _env_differences(a)
     for info in a.workloads:
-        rows = [r for r in a.rows if r.workload == info.name]
+        rows = [r for r in a.rows if r.workload == info.name and r.verdict != "-"]
         out += ["", info.name.upper(), "", f"    {_clip(info.command, WIDTH - 4)}", ""]
         out += _table(a, rows) if len(a.variants) == 1 else _normalized_table(a, rows)
         out += _legend(a, rows)
-        out += _problems(info, rows)
+        out += _problems(info, rows, a.rows)
         out += _profile(a, info.name)
     if a.warnings:
         out += ["", "WARNINGS"] + [line for w in a.warnings for line in _wrap(f"- {w}")]
@@ -113,7 +113,7 @@ def _legend(a: Analysis, rows: list[Row]) -> list[str]:
     else:
         lines += _wrap(f"** = beyond per-run noise{noise}, ns = within noise, flat = within +-{margin}.")
     lines += _wrap(_method_note(a, methods))
-    mdes = [r.mde for r in rows if r.mde is not None and math.isfinite(r.mde)]
+    mdes = [r.mde for r in measured_rows(rows) if r.mde is not None and math.isfinite(r.mde)]
     if mdes:
         lines += _wrap(f"Minimum detectable effect at this n and noise (80% power): "
                        f"{100 * min(mdes):.2f}..{100 * max(mdes):.2f}%.")
@@ -143,12 +143,15 @@ def _method_note(a: Analysis, methods: list[str]) -> str:
     return f"Tests: {tests}; {fdr} at alpha {a.alpha:g} across rows."
 
 
-def _problems(info, rows: list[Row]) -> list[str]:
+def _problems(info, rows: list[Row], rows_all: tuple[Row, ...]) -> list[str]:
     lines = []
     for variant, reasons in info.failed.items():
         lines.append(f"Failed runs on {variant}: {len(reasons)} ({reasons[0]})")
     for what, count in info.excluded.items():
         lines.append(f"Excluded {what} ({count} runs)")
+    empty = [r.label for r in rows_all if r.workload == info.name and r.verdict == "-"]
+    if empty:
+        lines.append(f"Not compared (no usable runs on a side): {', '.join(dict.fromkeys(empty))}")
     grouped: dict[tuple[str, str], list[str]] = {}
     for r in rows:
         for w in r.warnings:
