@@ -1,0 +1,65 @@
+"""``perfab run`` end to end on the bundled lockbench, built here with gcc (a small site count)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from core_helpers import REPO, cli, runs_table
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build lockbench")
+
+
+@pytest.fixture(scope="module")
+def lockbench(tmp_path_factory):
+    """build/{inline,outline}/lockbench with 16 sites, under a fresh directory."""
+    root = tmp_path_factory.mktemp("lockbench")
+    source = root / "lockbench.c"
+    source.write_text(subprocess.run([sys.executable, str(REPO / "workloads" / "gen_lockbench.py"), "16"],
+                                     capture_output=True, text=True, check=True).stdout)
+    for side, flags in (("inline", []), ("outline", ["-DUNLOCK_OUTLINE"])):
+        (root / "build" / side).mkdir(parents=True)
+        subprocess.run(["gcc", "-O2", *flags, "-o", str(root / "build" / side / "lockbench"), str(source)],
+                       check=True)
+    return root
+
+
+def _spec(root, runs: int = 4) -> str:
+    text = (REPO / "examples" / "default.toml").read_text()
+    text = text.replace("runs = 20", f"runs = {runs}").replace("warmup = 2", "warmup = 1")
+    spec = root / f"default-{runs}.toml"
+    spec.write_text(text.replace('"3000000"', '"200000"'))
+    return str(spec)
+
+
+def test_default_example_runs_end_to_end(lockbench, monkeypatch):
+    monkeypatch.chdir(lockbench)
+    db = lockbench / "e2e.db"
+    code, out, err = cli("run", _spec(lockbench), "--db", str(db))
+    assert code == 0, err
+    assert err == ""
+    rows = runs_table(db)
+    assert len(rows) == 2 * (4 + 1) and {r[3] for r in rows} == {"ok"}
+    assert "UNLOCK-INLINE" not in out and "LOCKBENCH" in out
+    check = next(line for line in out.splitlines() if line.startswith("checksum (same work)"))
+    assert check.split()[-1] == "flat"  # both builds do the same work
+    code, listing, _ = cli("list", "--db", str(db))
+    assert code == 0 and listing.startswith("unlock-inline") and "10 run(s), last finished" in listing
+    code, js, _ = cli("report", "--db", str(db), "--format", "json")
+    ops = next(r for r in json.loads(js)["rows"] if r["metric"] == "ops/s")
+    assert ops["n_base"] == ops["n_exp"] == 4 and ops["primary"] and ops["higher_is_better"]
+    assert all(v > 1e6 for v in ops["base_values"] + ops["exp_values"])
+
+
+def test_missing_binary_fails_every_run_and_aborts(lockbench, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # no build/ here
+    db = tmp_path / "missing.db"
+    code, out, err = cli("run", _spec(lockbench, runs=8), "--db", str(db))
+    assert code == 1 and out == ""
+    last = err.splitlines()[-1]
+    assert last.startswith("perfab: aborted after 5 failed runs")  # > a quarter of 16
+    assert "./build/" in last and "No such file or directory" in last
