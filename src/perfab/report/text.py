@@ -48,7 +48,7 @@ def _setup(a: Analysis) -> list[str]:
     lines.append(f"  counted  : {_counted(a)}")
     if a.sessions > 1:
         lines.append(f"  sessions : {a.sessions}")
-    return [_clip(x, WIDTH) for x in lines]
+    return [part for x in lines for part in _wrap(x, "    ")]
 
 
 def _counted(a: Analysis) -> str:
@@ -195,7 +195,11 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _wrap(text: str) -> list[str]:
+def _wrap(text: str, indent: str = "  ") -> list[str]:
     import textwrap
 
-    return textwrap.wrap(text, WIDTH, subsequent_indent="  ", break_on_hyphens=False) or [""]
+    if len(text) <= WIDTH:
+        return [text]
+    lead = text[: len(text) - len(text.lstrip())]
+    return textwrap.wrap(text.lstrip(), WIDTH, initial_indent=lead, subsequent_indent=indent,
+                         break_on_hyphens=False) or [""]
