@@ -162,6 +162,9 @@ class _Reader:
         return SpecError(f"{self.path}: {key}: {problem}; {fix}")
 
     def check_keys(self, table: dict, where: str, allowed: set[str], required: set[str] = frozenset()) -> None:
+        if not isinstance(table, dict):
+            raise self.fail(where, f"expected a table, got {type(table).__name__} {table!r}",
+                            f"write it as [{where.split('[')[0]}] with key = value lines")
         for k in table:
             if k not in allowed:
                 raise self.fail(f"{where}.{k}" if where else k, "unknown key",
