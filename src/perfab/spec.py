@@ -179,8 +179,8 @@ class _Reader:
         ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in _tuple(types))
         if not ok:
             names = " or ".join(t.__name__ for t in _tuple(types))
-            raise self.fail(f"{where}.{key}", f"expected {names}, got {type(value).__name__} {value!r}",
-                            f"write it as a TOML {names}")
+            raise self.fail(f"{where}.{key}" if where else key,
+                            f"expected {names}, got {type(value).__name__} {value!r}", f"write it as a TOML {names}")
         return value
 
     def strings(self, table: dict, where: str, key: str) -> tuple[str, ...]:
