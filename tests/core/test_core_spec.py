@@ -116,3 +116,22 @@ def test_external_sides_all_external_is_accepted():
     exp = parse_spec(two_sides(variants='[[variant]]\nname = "a"\nexternal = true\n\n'
                                         '[[variant]]\nname = "b"\nexternal = true\n'))
     assert all(v.external for v in exp.variants)
+
+
+def test_non_table_in_variant_array_is_a_spec_error(tmp_path):
+    """``variant = [1, 2]`` crashed with a TypeError traceback."""
+    text = 'variant = [1, 2]\nworkload = [{name = "w", argv = ["x"]}]\n[experiment]\nname = "t"\n'
+    line = _cli_error(tmp_path, text)
+    assert "variant[0]: expected a table, got int" in line
+
+
+def test_non_table_in_workload_array_is_a_spec_error():
+    text = 'workload = ["sleep 1"]\n' + two_sides().split("[[workload]]")[0]
+    with pytest.raises(SpecError, match=r"workload\[0\]: expected a table, got str"):
+        parse_spec(text, "s.toml")
+
+
+def test_top_level_type_error_names_the_key_without_a_leading_dot():
+    with pytest.raises(SpecError) as info:
+        parse_spec('variant = 3\nworkload = 3\n[experiment]\nname = "t"\n', "s.toml")
+    assert str(info.value).startswith("s.toml: variant: expected list, got int 3")
