@@ -114,9 +114,21 @@ class Runner:
                                  "continue it with --resume or start another with --new-session")
             side = self.resolve_side(side)
             todo = make_plan(self.exp, [side] if side else None, len(self.groups))
+            self._check_placeholders({p.variant for p in todo})
             session = self.store.start_session(self.exp.name, self.exp.source, self.exp.path, self.exp.spec_hash,
                                                side, self.backend.name, self.groups, self.environment, todo)
         return self._execute(session, side, todo)
+
+    def _check_placeholders(self, sides: set[str]) -> None:
+        """Expand every command once, so a bad placeholder stops the session before it is stored."""
+        for workload in self.exp.workloads:
+            svc = workload.service
+            for variant in (v for v in self.exp.variants if v.name in sides):
+                values = placeholders(self.exp, variant, workload)
+                texts = [*workload.argv, *variant.wrap, *variant.setup, *variant.teardown, *workload.setup,
+                         *workload.teardown, workload.cwd or "", *(svc.argv if svc else ()), (svc and svc.cwd) or ""]
+                for text in texts:
+                    expand(text, values, f"workload {workload.name!r}, variant {variant.name!r}")
 
     def resolve_side(self, side: str | None) -> str | None:
         """The external side this session is (``--side`` or the variants' ``detect``)."""
