@@ -239,3 +239,21 @@ def test_session_keeps_spec_and_environment(db):
     assert session.spec_text == text and session.environment == {"kernel.release": "x"}
     assert session.status == "finished" and session.backend == "time"
     assert parse_spec(session.spec_text).runs == 2
+
+
+def test_unknown_placeholder_stops_before_a_session_is_stored(db):
+    """A misspelt placeholder left an unfinished session that the fixed spec could neither resume nor rerun."""
+    from perfab.errors import SpecError
+
+    bad = two_sides(workload='argv = ["echo", "{nope}"]')
+    runner, ex, store = fake_runner(bad, db)
+    with pytest.raises(SpecError, match=r"unknown placeholder \{nope\}"):
+        runner.run()
+    assert ex.calls == [] and store.unfinished_session("t") is None
+    wrapped = two_sides(variants='[[variant]]\nname = "a"\nwrap = ["{nope}"]\n\n[[variant]]\nname = "b"\n')
+    with pytest.raises(SpecError, match=r"unknown placeholder \{nope\}"):
+        fake_runner(wrapped, db)[0].run()
+    fixed, _, store2 = fake_runner(two_sides(), db)
+    assert fixed.run().status == "finished"
+    store.close()
+    store2.close()
