@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 from scipy import stats
 
+from perfab.analyse.checks import adjust
 from perfab.errors import UsageError
 
 METHOD = "Welch t-test, Benjamini-Hochberg FDR"
@@ -98,18 +99,11 @@ def benjamini_hochberg(p_values: Sequence[float], alpha: float) -> list[bool]:
     reject the k smallest.  Assumes the tests are independent or positively
     dependent (shares of one profile are not, strictly; the control is then
     approximate).  Reference: Y. Benjamini and Y. Hochberg, "Controlling the
-    false discovery rate", J. R. Statist. Soc. B 57 (1995) 289-300.
+    false discovery rate", J. R. Statist. Soc. B 57 (1995) 289-300.  The
+    adjusted p-values come from ``perfab.analyse.checks.adjust``, as for the
+    report's tables.
     """
-    m = len(p_values)
-    order = sorted(range(m), key=lambda i: p_values[i])
-    cutoff = 0
-    for rank, i in enumerate(order, 1):
-        if p_values[i] <= rank / m * alpha:
-            cutoff = rank
-    rejected = [False] * m
-    for i in order[:cutoff]:
-        rejected[i] = True
-    return rejected
+    return [q <= alpha for q in adjust(list(p_values), "bh")]
 
 
 def _check_runs(side: str, runs: list[dict[str, float]]) -> None:
