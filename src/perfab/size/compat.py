@@ -99,15 +99,32 @@ def getsizes(f: E.ElfFile, letters_kept: str) -> dict[str, int]:
     if s is None:
         return sizes
     idx = idx[np.isin(letters, list(letters_kept))]
+    idx = idx[~_skipped(s.strtab, s.name_offset[idx])]
     names, sub, get = s.names, NUMBER_RE.sub, sizes.get
     for i, size in zip(idx.tolist(), s.size[idx].tolist()):
         name = names[i]
-        if not name or ":" in name or name.startswith(SKIP_PREFIXES) or name in SKIP_NAMES:
-            continue
         if "." in name:
             name = sub("", name)
         sizes[name] = get(name, 0) + size
     return sizes
+
+
+def _skipped(strtab: bytes, offsets: np.ndarray) -> np.ndarray:
+    """Names bloat-o-meter drops: empty, containing ':', generated prefixes, two exact names."""
+    c = np.frombuffer(strtab, dtype=np.uint8)
+    if len(c) == 0:
+        return np.ones(len(offsets), dtype=bool)
+    nul = np.flatnonzero(c == 0)
+    end = nul[np.minimum(np.searchsorted(nul, offsets), len(nul) - 1)]
+    colons = np.flatnonzero(c == 58)
+    skip = (offsets == 0) | (end == offsets) | (np.searchsorted(colons, end) > np.searchsorted(colons, offsets))
+    words = [p.encode() for p in SKIP_PREFIXES] + [n.encode() + b"\0" for n in SKIP_NAMES]
+    first = c[np.minimum(offsets, len(c) - 1)]
+    maybe = np.flatnonzero(np.isin(first, [w[0] for w in words]))  # compare windows only where the first byte fits
+    for word in words:
+        window = c[np.minimum(offsets[maybe][:, None] + np.arange(len(word)), len(c) - 1)]
+        skip[maybe[(window == np.frombuffer(word, dtype=np.uint8)).all(axis=1)]] = True
+    return skip
 
 
 def calc(old: dict[str, int], new: dict[str, int], title: str) -> SymbolTable:

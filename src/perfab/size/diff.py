@@ -14,14 +14,17 @@ report module only formats it.  The steps:
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from perfab.errors import ToolError, UsageError
 from perfab.size import compat as C
 from perfab.size.causes import Cause, InlineView, explain
 from perfab.size.elf import ElfFile, read_elf
-from perfab.size.families import FamilyMember, assign_families
+from perfab.size.families import FamilyMember, assign_families, family_base
+from perfab.size.keys import hash_str
 from perfab.size.symbols import KINDS, SectionUse, SymbolSet, read_symbols
 
 MODES = {"all": ("all",), "text": ("text",), "data+rodata": ("data+rodata",), "categories": ("text", "data", "rodata")}
@@ -99,7 +102,7 @@ class SizeDiff:
     compat: bool  # tables follow bloat-o-meter's rules exactly
     tables: tuple[C.SymbolTable, ...]  # bloat-o-meter-style tables (3 with categories)
     families: tuple[FamilyRow, ...]  # changed families, largest |delta| first (empty in compat mode)
-    sections: tuple[SectionRow, ...]  # allocated sections of either file
+    sections: tuple[SectionRow, ...]  # allocated sections of either file (empty in compat mode)
     coverage: Coverage | None  # None in compat mode
     inline_changes: str | None  # the inline reader's own listing of changed inline sites
     warnings: tuple[str, ...]  # what could not be done, and why
@@ -119,59 +122,135 @@ def diff_files(old: str | Path, new: str | Path, *, compat: bool = False, mode: 
         raise UsageError(f"unknown size mode {mode!r}; use one of {', '.join(MODES)}")
     fo, fn = read_elf(old), read_elf(new)
     warnings = [f"{f.path}: no .symtab (stripped?): no symbol is counted; diff an unstripped build" for f in (fo, fn) if f.symbols is None]
-    sections = _section_rows(fo, fn)
     if compat:
-        return SizeDiff(str(old), str(new), True, tuple(C.compat_results(fo, fn, mode)), (), sections, None, None, tuple(warnings))
+        tables = tuple(C.compat_results(fo, fn, mode))  # bloat-o-meter's tables only: no sections, no families
+        return SizeDiff(str(old), str(new), True, tables, (), (), None, None, tuple(warnings))
     so, sn = read_symbols(fo), read_symbols(fn)
-    tables = tuple(_table(so, sn, m) for m in MODES[mode])
+    joined = _join(so, sn, KINDS)
+    tables = tuple(_table(so, sn, m, joined) for m in MODES[mode])
     idx_old, idx_new, inline_changes, more = _inline_indexes(fo, fn, dwarf)
-    families = _families(so, sn, InlineView.of(idx_old), InlineView.of(idx_new), _MODE_KINDS[mode if mode != "categories" else "all"])
+    families = _families(so, sn, joined, InlineView.of(idx_old), InlineView.of(idx_new), _MODE_KINDS[mode if mode != "categories" else "all"])
     coverage = Coverage(_text_pct(so), _text_pct(sn), _inline_pct(idx_old), _inline_pct(idx_new))
-    return SizeDiff(str(old), str(new), False, tables, families, _section_rows(fo, fn, so, sn), coverage, inline_changes, tuple(warnings + more))
+    return SizeDiff(str(old), str(new), False, tables, families, _section_rows(so.sections, sn.sections), coverage, inline_changes, tuple(warnings + more))
 
 
-def display_names(keys) -> dict:
-    """Key -> row name: the bare name, or ``name [file]`` where the bare name is ambiguous."""
-    count: dict[str, int] = defaultdict(int)
-    for name, _ in keys:
-        count[name] += 1
-    return {k: (k[0] if count[k[0]] == 1 or k[1] is None else f"{k[0]} [{k[1]}]") for k in keys}
+@dataclass(frozen=True)
+class _Joined:
+    """Both files' symbols summed per key (sorted unique keys); -1 marks an absent side."""
+
+    key: np.ndarray  # uint64 keys present in either file
+    old: np.ndarray  # int64 bytes in the old file, -1: absent
+    new: np.ndarray  # int64 bytes in the new file, -1: absent
+    old_rep: np.ndarray  # a kept-symbol position in the old SymbolSet per key, -1: absent
+    new_rep: np.ndarray  # same, new file
+    labels: dict = field(default_factory=dict)  # key position -> (name, file), filled as keys are decoded
+
+    @property
+    def delta(self) -> np.ndarray:
+        """new - old per key, absent counting as 0."""
+        return np.maximum(self.new, 0) - np.maximum(self.old, 0)
 
 
-def _table(so: SymbolSet, sn: SymbolSet, mode: str) -> C.SymbolTable:
-    kinds = _MODE_KINDS[mode]
-    names = display_names(set(so.sizes) | set(sn.sizes))
-    old = {names[k]: v for k, v in so.sizes.items() if so.kinds[k] in kinds}
-    new = {names[k]: v for k, v in sn.sizes.items() if sn.kinds[k] in kinds}
-    return C.calc(old, new, C.TITLES[mode])
+def _aggregate(ss: SymbolSet, kinds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    sel = np.flatnonzero(np.isin(ss.kind, [KINDS.index(k) for k in kinds]))
+    keys, first, inv = np.unique(ss.key[sel], return_index=True, return_inverse=True)
+    sums = np.bincount(inv.ravel(), weights=ss.size[sel], minlength=len(keys)).astype(np.int64)
+    return keys, sums, sel[first]
 
 
-def _families(so: SymbolSet, sn: SymbolSet, vo, vn, kinds) -> tuple[FamilyRow, ...]:
-    changed = {k for k, v in so.sizes.items() if sn.sizes.get(k) != v} | (sn.sizes.keys() - so.sizes.keys())
-    fam_of = assign_families(set(so.sizes) | set(sn.sizes))
+def _join(so: SymbolSet, sn: SymbolSet, kinds) -> _Joined:
+    (ko, zo, ro), (kn, zn, rn) = _aggregate(so, kinds), _aggregate(sn, kinds)
+    keys = np.union1d(ko, kn)
+    io, in_ = np.searchsorted(keys, ko), np.searchsorted(keys, kn)
+    old, new = np.full(len(keys), -1, np.int64), np.full(len(keys), -1, np.int64)
+    orep, nrep = np.full(len(keys), -1, np.int64), np.full(len(keys), -1, np.int64)
+    old[io], new[in_], orep[io], nrep[in_] = zo, zn, ro, rn
+    return _Joined(keys, old, new, orep, nrep)
+
+
+def _label(j: _Joined, i: int, so: SymbolSet, sn: SymbolSet):
+    """(name, file) of joined key ``i``, decoded once per key and remembered in ``j.labels``."""
+    found = j.labels.get(i)
+    if found is None:
+        found = so.label(int(j.old_rep[i])) if j.old_rep[i] >= 0 else sn.label(int(j.new_rep[i]))
+        j.labels[i] = found
+    return found
+
+
+def _name_hash(j: _Joined, so: SymbolSet, sn: SymbolSet, field: str = "name_hash") -> np.ndarray:
+    a, b = getattr(so, field), getattr(sn, field)
+    return np.where(j.old_rep >= 0, a[np.maximum(j.old_rep, 0)] if len(a) else 0, b[np.maximum(j.new_rep, 0)] if len(b) else 0)
+
+
+def _table(so: SymbolSet, sn: SymbolSet, mode: str, joined: _Joined) -> C.SymbolTable:
+    """bloat-o-meter's counts and rows over perfab's keys; only changed keys are decoded."""
+    j = joined if _MODE_KINDS[mode] == KINDS else _join(so, sn, _MODE_KINDS[mode])
+    po, pn, d = j.old >= 0, j.new >= 0, j.delta
+    both = po & pn
+    up = int(j.new[pn & ~po].sum() + d[both & (d > 0)].sum())
+    down = int(j.old[po & ~pn].sum() - d[both & (d < 0)].sum())
+    hashes = _name_hash(j, so, sn)
+    uniq, counts = np.unique(hashes, return_counts=True)
+    shared = set(uniq[counts > 1].tolist())
+    rows = []
+    for i in np.flatnonzero(d != 0).tolist():
+        name, file = _label(j, i, so, sn)
+        shown = f"{name} [{file}]" if file is not None and int(hashes[i]) in shared else name
+        rows.append((int(d[i]), shown, int(j.old[i]) if po[i] else None, int(j.new[i]) if pn[i] else None))
+    rows.sort(key=lambda r: (r[0], r[1]), reverse=True)
+    return C.SymbolTable(
+        C.TITLES[mode], int((pn & ~po).sum()), int((po & ~pn).sum()), int((both & (d > 0)).sum()),
+        int((both & (d < 0)).sum()), up, down, tuple((n, o, w, dl) for dl, n, o, w in rows),
+        int(j.old[po].sum()), int(j.new[pn].sum()),
+    )
+
+
+def _families(so: SymbolSet, sn: SymbolSet, j: _Joined, vo, vn, kinds) -> tuple[FamilyRow, ...]:
+    """Changed families; only the keys whose name or head hashes to a changed family's base are decoded."""
+    changed = np.flatnonzero(j.delta != 0).tolist()
+    bases = {family_base(_label(j, i, so, sn)[0]) for i in changed}
+    wanted = np.array(sorted({hash_str(b) for b in bases}), dtype=np.uint64)
+    hit = np.isin(_name_hash(j, so, sn), wanted) | np.isin(_name_hash(j, so, sn, "head_hash"), wanted)
+    old_sizes, new_sizes, kind_of = {}, {}, {}
+    for i in np.flatnonzero(hit).tolist():
+        key = _label(j, i, so, sn)
+        if j.old[i] >= 0:
+            old_sizes[key] = old_sizes.get(key, 0) + int(j.old[i])
+        if j.new[i] >= 0:
+            new_sizes[key] = new_sizes.get(key, 0) + int(j.new[i])
+        rep_kind = so.kind[j.old_rep[i]] if j.old_rep[i] >= 0 else sn.kind[j.new_rep[i]]
+        kind_of[key] = KINDS[int(rep_kind)]
+    return _family_rows(old_sizes, new_sizes, kind_of, vo, vn, kinds)
+
+
+def _family_rows(old: dict, new: dict, kind_of: dict, vo, vn, kinds) -> tuple[FamilyRow, ...]:
+    changed = {k for k, v in old.items() if new.get(k) != v} | (new.keys() - old.keys())
+    fam_of = assign_families(set(old) | set(new))
     wanted = {fam_of[k] for k in changed}
     keys_of: dict = defaultdict(list)
     for key, fid in fam_of.items():
         if fid in wanted:
             keys_of[fid].append(key)
-    rows = [_family_row(fid, keys, so, sn, vo, vn) for fid, keys in keys_of.items()]
+    rows = [_family_row(fid, keys, old, new, kind_of, vo, vn) for fid, keys in keys_of.items()]
     rows = [r for r in rows if r.kind in kinds]
     rows.sort(key=lambda r: (-abs(r.delta_bytes), r.name, r.file or ""))
     return tuple(rows)
 
 
-def _family_row(fid, keys, so: SymbolSet, sn: SymbolSet, vo, vn) -> FamilyRow:
-    members = sorted((FamilyMember(k[0], so.sizes.get(k), sn.sizes.get(k)) for k in keys), key=lambda m: m.name)
-    biggest = max(keys, key=lambda k: max(so.sizes.get(k, 0), sn.sizes.get(k, 0)))
-    kind = so.kinds.get(biggest) or sn.kinds[biggest]
-    old = sum(m.old_bytes for m in members if m.old_bytes is not None) if any(m.old_bytes is not None for m in members) else None
-    new = sum(m.new_bytes for m in members if m.new_bytes is not None) if any(m.new_bytes is not None for m in members) else None
-    return FamilyRow(fid[0], fid[1], kind, old, new, tuple(members), explain(fid[0], members, vo, vn))
+def _family_row(fid, keys, old: dict, new: dict, kind_of: dict, vo, vn) -> FamilyRow:
+    members = sorted((FamilyMember(k[0], old.get(k), new.get(k)) for k in keys), key=lambda m: m.name)
+    biggest = max(keys, key=lambda k: max(old.get(k, 0), new.get(k, 0)))
+    in_old = [m.old_bytes for m in members if m.old_bytes is not None]
+    in_new = [m.new_bytes for m in members if m.new_bytes is not None]
+    return FamilyRow(
+        fid[0], fid[1], kind_of[biggest], sum(in_old) if in_old else None, sum(in_new) if in_new else None,
+        tuple(members), explain(fid[0], members, vo, vn),
+    )
 
 
-def _section_rows(fo: ElfFile, fn: ElfFile, so: SymbolSet | None = None, sn: SymbolSet | None = None) -> tuple[SectionRow, ...]:
-    uo = {u.name: u for u in (so or read_symbols(fo)).sections}
-    un = {u.name: u for u in (sn or read_symbols(fn)).sections}
+def _section_rows(uses_old, uses_new) -> tuple[SectionRow, ...]:
+    uo = {u.name: u for u in uses_old}
+    un = {u.name: u for u in uses_new}
     empty = SectionUse("", "", 0, 0, 0)
     rows = []
     for name in list(uo) + [n for n in un if n not in uo]:

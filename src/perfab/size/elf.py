@@ -15,6 +15,7 @@ from __future__ import annotations
 import mmap
 import struct
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -60,15 +61,42 @@ class Section:
 
 @dataclass(frozen=True)
 class ElfSymbols:
-    """The ``.symtab`` as parallel arrays (one entry per symbol, index 0 dropped)."""
+    """The ``.symtab`` as parallel arrays (one entry per symbol, index 0 dropped).
 
-    names: list[str]  # symbol names ('' for unnamed, undefined and zero-size symbols: not read)
+    Names are decoded lazily: ``name(i)`` one at a time, ``names`` all the
+    sized, defined ones at once (then cached).
+    """
+
     value: np.ndarray  # st_value (uint64)
     size: np.ndarray  # st_size in bytes (uint64)
     type: np.ndarray  # ELF symbol type, st_info & 0xf (uint8)
     bind: np.ndarray  # ELF binding, st_info >> 4 (uint8)
     shndx: np.ndarray  # section index, extended indices resolved (uint32)
-    file: list[str | None]  # the STT_FILE name preceding each local symbol; None for non-locals
+    file_owner: np.ndarray  # position of the STT_FILE symbol a local follows (-1: none, or a global)
+    name_offset: np.ndarray  # st_name: offset of each name in ``strtab`` (int64)
+    strtab: bytes  # the string table the names point into
+
+    def name(self, i: int) -> str:
+        """The name of symbol ``i``."""
+        off = int(self.name_offset[i])
+        return self.strtab[off : self.strtab.find(b"\0", off)].decode("utf-8", "surrogateescape") if off else ""
+
+    def file_of(self, i: int) -> str | None:
+        """The source file a local symbol follows in the table; None for globals."""
+        owner = int(self.file_owner[i])
+        return self.name(owner) if owner >= 0 else None
+
+    @cached_property
+    def names(self) -> list[str]:
+        """Every name ('' for unnamed, undefined and zero-size symbols, which are not decoded)."""
+        wanted = ((self.size != 0) & (self.shndx != SHN_UNDEF)) | (self.type == STT_FILE)
+        return _names(self.strtab, self.name_offset, wanted)
+
+    @cached_property
+    def file(self) -> list[str | None]:
+        """``file_of`` for every symbol."""
+        names = {int(o): self.name(int(o)) for o in np.unique(self.file_owner[self.file_owner >= 0])}
+        return [names.get(o) for o in self.file_owner.tolist()]
 
 
 @dataclass(frozen=True)
@@ -166,7 +194,7 @@ def _symbols(data, end: str, wide: bool, shdrs: np.ndarray) -> ElfSymbols | None
     strtab = shdrs[int(sh["link"])]
     strings = data[int(strtab["offset"]) : int(strtab["offset"]) + int(strtab["size"])]
     shndx = _extended_shndx(data, end, shdrs, int(found[0]), syms)
-    return ElfSymbols(**_with_files(syms, syms["info"], shndx, strings))
+    return ElfSymbols(**_with_files(syms, syms["info"], shndx, bytes(strings)))
 
 
 def _names(strings: bytes, offsets: np.ndarray, wanted: np.ndarray) -> list[str]:
@@ -203,20 +231,20 @@ def _with_files(syms: np.ndarray, info: np.ndarray, shndx: np.ndarray, strings: 
     """Fields of ElfSymbols, with each local symbol tied to the STT_FILE before it."""
     types = (info & 0xF).astype(np.uint8)
     binds = (info >> 4).astype(np.uint8)
-    wanted = ((syms["size"] != 0) & (shndx != SHN_UNDEF)) | (types == STT_FILE)
-    names = _names(strings, syms["name"], wanted)
-    file_idx = np.nonzero(types == STT_FILE)[0]
-    owner = np.searchsorted(file_idx, np.arange(len(names)), side="right") - 1
-    file_names = [names[i] for i in file_idx.tolist()]
-    files: list[str | None] = [
-        (file_names[o] or None) if (b == STB_LOCAL and o >= 0) else None for o, b in zip(owner.tolist(), binds.tolist())
-    ]
+    offsets = syms["name"].astype(np.int64)
+    file_idx = np.flatnonzero(types == STT_FILE)
+    owner = np.searchsorted(file_idx, np.arange(len(syms)), side="right") - 1
+    named = np.append(np.frombuffer(strings, dtype=np.uint8)[np.minimum(offsets[file_idx], max(len(strings) - 1, 0))] != 0, False)
+    named[:-1] &= offsets[file_idx] != 0
+    owner = np.where((binds == STB_LOCAL) & named[owner], owner, -1)  # an empty FILE name ends a file's locals
+    owner = np.where(owner >= 0, file_idx[np.maximum(owner, 0)] if len(file_idx) else -1, -1)
     return dict(
-        names=names,
         value=syms["value"].astype(np.uint64),
         size=syms["size"].astype(np.uint64),
         type=types,
         bind=binds,
         shndx=shndx,
-        file=files,
+        file_owner=owner,
+        name_offset=offsets,
+        strtab=strings,
     )

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfab.size import elf as E
+from perfab.size import keys as K
 
 NUMBER_RE = re.compile(r"\.[0-9]+")
 KINDS = ("text", "rodata", "data", "bss")
@@ -43,13 +44,31 @@ class SectionUse:
 
 @dataclass(frozen=True)
 class SymbolSet:
-    """One file's symbols under perfab's rules."""
+    """One file's kept symbols under perfab's rules, as parallel arrays (aliases once)."""
 
-    sizes: dict[Key, int]  # key -> bytes (members sharing a key add up)
-    kinds: dict[Key, str]  # key -> kind of the section holding it
+    elf: E.ElfFile  # the file; names are decoded from it only for the keys a report shows
+    index: np.ndarray  # .symtab positions of the kept symbols
+    key: np.ndarray  # uint64 hash of (name without .NUMBER, source file of a local)
+    name_hash: np.ndarray  # uint64 hash of the name without .NUMBER
+    head_hash: np.ndarray  # uint64 hash of the family-base candidate (``keys.name_hashes``)
+    size: np.ndarray  # int64 bytes
+    kind: np.ndarray  # uint8 position in KINDS
     aliases: dict[str, tuple[str, ...]]  # kept name -> the other names at the same address
     sections: tuple[SectionUse, ...]  # allocated sections, in file order
-    symbol_count: int  # symbols kept, aliases once
+
+    def label(self, j: int) -> Key:
+        """(name without .NUMBER, source file) of kept symbol ``j``."""
+        i = int(self.index[j])
+        name = self.elf.symbols.name(i)
+        return (NUMBER_RE.sub("", name) if "." in name else name, self.elf.symbols.file_of(i))
+
+    def sizes(self) -> dict[Key, int]:
+        """Key -> bytes for every kept symbol (keys sharing a name add up); slow, for small files."""
+        out: dict[Key, int] = {}
+        for j, size in enumerate(self.size.tolist()):
+            key = self.label(j)
+            out[key] = out.get(key, 0) + size
+        return out
 
 
 def section_kind(s: E.Section) -> str | None:
@@ -76,21 +95,39 @@ def group_name(name: str, relocatable: bool) -> str:
 
 
 def read_symbols(f: E.ElfFile) -> SymbolSet:
-    """Key, size and kind of each kept symbol of ``f``, and each section's coverage."""
+    """Keys, sizes and kinds of the kept symbols of ``f``, and each section's coverage."""
     kinds = [section_kind(s) for s in f.sections]
     idx = _candidates(f, kinds)
     idx, aliases = _dedupe_aliases(f, idx)
-    sizes: dict[Key, int] = {}
-    key_kinds: dict[Key, str] = {}
     s = f.symbols
-    names, files, get = (s.names, s.file, sizes.get) if s is not None else ([], [], sizes.get)
-    shndx = s.shndx[idx].tolist() if s is not None else []
-    for i, ndx, size in zip(idx.tolist(), shndx, s.size[idx].tolist() if s is not None else []):
-        name = names[i]
-        key = (NUMBER_RE.sub("", name) if "." in name else name, files[i])
-        sizes[key] = get(key, 0) + size
-        key_kinds[key] = "bss" if ndx == E.SHN_COMMON else kinds[ndx]
-    return SymbolSet(sizes, key_kinds, aliases, _section_uses(f, kinds, idx), len(idx))
+    if s is None:
+        z = np.zeros(0, dtype=np.uint64)
+        return SymbolSet(f, idx, z, z, z, np.zeros(0, np.int64), np.zeros(0, np.uint8), aliases, _section_uses(f, kinds, idx))
+    owner = s.file_owner[idx]
+    has_file = owner >= 0
+    both = K.name_hashes(s.strtab, np.concatenate((s.name_offset[idx], s.name_offset[owner[has_file]])))
+    n = len(idx)
+    hashes = K.NameHashes(both.name[:n], both.head[:n], both.odd[:n])
+    name_hash, head_hash = _fix_odd(s, idx, hashes)
+    file_hash = np.zeros(n, dtype=np.uint64)
+    file_hash[has_file] = both.name[n:]
+    kind_code = np.array([KINDS.index(k) if k else 3 for k in kinds] + [3], dtype=np.uint8)
+    kind = kind_code[np.where(s.shndx[idx] < len(kinds), s.shndx[idx], len(kinds))]
+    return SymbolSet(
+        f, idx, K.combine(name_hash, file_hash), name_hash, head_hash,
+        s.size[idx].astype(np.int64), kind, aliases, _section_uses(f, kinds, idx),
+    )
+
+
+def _fix_odd(s: E.ElfSymbols, idx: np.ndarray, hashes: K.NameHashes) -> tuple[np.ndarray, np.ndarray]:
+    """Hash by hand the rare names that start inside a longer string's .NUMBER run."""
+    name, head = hashes.name.copy(), hashes.head.copy()
+    for j in np.flatnonzero(hashes.odd).tolist():
+        stem = stripped = NUMBER_RE.sub("", s.name(int(idx[j])))
+        if stem.startswith(("__pfx_", "__cfi_")) and len(stem) > 6:
+            stem = stem[6:]
+        name[j], head[j] = K.hash_str(stripped), K.hash_str(stem.split(".")[0])
+    return name, head
 
 
 def _candidates(f: E.ElfFile, kinds: list[str | None]) -> np.ndarray:
@@ -121,7 +158,7 @@ def _dedupe_aliases(f: E.ElfFile, idx: np.ndarray) -> tuple[np.ndarray, dict[str
     for g in np.flatnonzero(np.diff(bounds) > 1).tolist():
         group = si[bounds[g] : bounds[g + 1]].tolist()
         group.sort(key=lambda i: _alias_rank(s, i))
-        aliases[s.names[group[0]]] = tuple(s.names[i] for i in group[1:])
+        aliases[s.name(group[0])] = tuple(s.name(i) for i in group[1:])
         drop.extend(group[1:])
     return np.setdiff1d(idx, np.array(drop, dtype=idx.dtype)), aliases
 
@@ -129,7 +166,7 @@ def _dedupe_aliases(f: E.ElfFile, idx: np.ndarray) -> tuple[np.ndarray, dict[str
 def _alias_rank(s: E.ElfSymbols, i: int) -> tuple:
     bind = {E.STB_GLOBAL: 0, E.STB_WEAK: 1}.get(int(s.bind[i]), 2)
     typed = 0 if int(s.type[i]) in (E.STT_FUNC, E.STT_OBJECT, E.STT_TLS, E.STT_GNU_IFUNC) else 1
-    name = s.names[i]
+    name = s.name(i)
     return (bind, typed, "." in name, name.startswith("__"), len(name), name)
 
 
