@@ -71,3 +71,27 @@ def test_sigkill_then_resume_completes_the_plan(tmp_path):
         assert con.execute("SELECT status FROM sessions").fetchone()[0] == "finished"
     finally:
         con.close()
+
+
+def test_sigint_to_perfab_run_stops_after_the_run_in_flight(tmp_path):
+    spec = tmp_path / "int.toml"
+    text = two_sides(runs=10, warmup=0, workload='argv = ["sleep", "0.2"]', name="int")
+    spec.write_text(text)
+    db = tmp_path / "int.db"
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    proc = subprocess.Popen([*ENTRY, "run", str(spec), "--db", str(db)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while _committed(db) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err.decode()
+    stored = _runs(db)
+    assert 3 <= len(stored) < 20 and all(status == "ok" and wall > 0.15 for _, status, wall in stored)
+    assert f"interrupted after {len(stored)} runs; stored" in err.decode()
+    assert "--resume" in err.decode() and "Traceback" not in err.decode()
+    assert b"\nW\n" in out and b"Time elapsed" in out  # the partial report is printed
+    done = subprocess.run([*ENTRY, "run", str(spec), "--db", str(db), "--resume", "--no-report"], env=env,
+                          capture_output=True, timeout=60)
+    assert done.returncode == 0 and [seq for seq, _, _ in _runs(db)] == list(range(20))
