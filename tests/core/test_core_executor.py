@@ -129,3 +129,19 @@ def test_shell_workload_exit_status_is_the_reason(db):
     with Store(db) as store:
         Runner(parse_spec(text), store, TimeBackend(), RealExecutor(), {}).run()
     assert [r[3:] for r in runs_table(db)] == [("failed", "exit status 3: oops")] * 2
+
+
+def test_second_sigint_kills_a_real_run_in_flight(db):
+    import threading
+
+    text = two_sides(runs=2, warmup=0, workload='argv = ["sleep", "5"]')
+    timers = [threading.Timer(t, os.kill, (os.getpid(), signal.SIGINT)) for t in (0.3, 0.6)]
+    with Store(db) as store:
+        runner = Runner(parse_spec(text), store, TimeBackend(), RealExecutor(), {})
+        t0 = time.monotonic()
+        for timer in timers:
+            timer.start()
+        result = runner.run()
+        elapsed = time.monotonic() - t0
+    assert result.status == "interrupted" and elapsed < 3
+    assert [r[3:] for r in runs_table(db)] == [("interrupted", "abandoned at SIGINT")]
