@@ -257,3 +257,30 @@ def test_unknown_placeholder_stops_before_a_session_is_stored(db):
     assert fixed.run().status == "finished"
     store.close()
     store2.close()
+
+
+EXTERNAL = ('[[variant]]\nname = "old"\nexternal = true\ndetect = "echo kernel-6.1"\ndetect_pattern = "6\\\\.1$"\n\n'
+            '[[variant]]\nname = "new"\nexternal = true\ndetect = "echo kernel-6.1"\ndetect_pattern = "6\\\\.9$"\n')
+
+
+def test_external_sides_run_one_per_session_by_detection(db):
+    text = two_sides(variants=EXTERNAL, runs=3, warmup=1)
+    runner, ex, store = fake_runner(text, db)
+    first = runner.run()
+    assert first.side == "old" and {r[1] for r in runs_table(db)} == {"old"}
+    with pytest.raises(UsageError, match="not external"):
+        fake_runner(two_sides(), db)[0].run(side="a")
+    second = runner.run(side="new")
+    assert second.side == "new" and len(runs_table(db)) == 8
+    analysis = analyse(store, "t")
+    assert analysis.runs_per_side == {"old": 3, "new": 3}
+    assert any("one session (boot) of side 'old'" in w for w in analysis.warnings)
+    store.close()
+
+
+def test_external_side_detection_must_match_exactly_one(db):
+    text = two_sides(variants=EXTERNAL.replace("6\\\\.9$", "kernel"), runs=2, warmup=0)
+    runner, ex, store = fake_runner(text, db)
+    with pytest.raises(UsageError, match=r"several sides \(old, new\).*--side NAME"):
+        runner.run()
+    assert store.experiments() == []
