@@ -26,6 +26,7 @@ P_INV = pow(P, -1, 2**64)
 MASK = 2**64 - 1
 FILE_MIX = np.uint64(0x9E3779B97F4A7C15)  # spreads a file's hash before it joins the name's
 _PREFIXES = (b"__pfx_", b"__cfi_")
+UNIQUE_ID = "__UNIQUE_ID_"
 
 
 def hash_str(text: str) -> int:
@@ -40,8 +41,8 @@ def hash_str(text: str) -> int:
 class NameHashes:
     """Hashes of the names at some string-table offsets."""
 
-    name: np.ndarray  # uint64: hash of the name with every .NUMBER removed
-    head: np.ndarray  # uint64: hash of the name without __pfx_/__cfi_ and from its first '.' on
+    name: np.ndarray  # uint64: hash of the name with every .NUMBER (and a __UNIQUE_ID_ counter) removed
+    head: np.ndarray  # uint64: hash of the name without __pfx_/__cfi_, cut at its first '.' as stored
     odd: np.ndarray  # bool: the name starts inside a .NUMBER run of a longer string; hash it by hand
 
 
@@ -66,15 +67,16 @@ def name_hashes(strtab: bytes, offsets: np.ndarray) -> NameHashes:
         z = np.zeros(len(offsets), dtype=np.uint64)
         return NameHashes(z, z.copy(), np.zeros(len(offsets), dtype=bool))
     removed = _removed(c)
+    nul = np.flatnonzero(c == 0)
+    a = np.clip(offsets.astype(np.int64), 0, len(c) - 1)
+    end = nul[np.minimum(np.searchsorted(nul, a), len(nul) - 1)]
+    _remove_counter(c, a, end, removed)
     kept = ~removed
     kmap = np.cumsum(kept, dtype=np.int32) - kept  # position in the kept stream of each byte
     kc = c[kept].astype(np.uint64)
     p_pow, inv_pow = _powers(len(kc) + 1)
     with np.errstate(over="ignore"):
         prefix = np.concatenate((np.zeros(1, dtype=np.uint64), np.cumsum(kc * inv_pow[: len(kc)], dtype=np.uint64)))
-    nul = np.flatnonzero(c == 0)
-    a = np.clip(offsets.astype(np.int64), 0, len(c) - 1)
-    end = nul[np.minimum(np.searchsorted(nul, a), len(nul) - 1)]
     head_start = a + 6 * _has_prefix(c, a, end)
     dots = np.flatnonzero(c == 46)
     if len(dots):
@@ -84,6 +86,18 @@ def name_hashes(strtab: bytes, offsets: np.ndarray) -> NameHashes:
         head_end = end
     odd = removed[a] & (c[a] != 46)
     return NameHashes(_span(prefix, p_pow, kmap[a], kmap[end]), _span(prefix, p_pow, kmap[head_start], kmap[head_end]), odd)
+
+
+def _remove_counter(c: np.ndarray, a: np.ndarray, end: np.ndarray, removed: np.ndarray) -> None:
+    """Drop the trailing ``__COUNTER__`` of kernel ``__UNIQUE_ID_<prefix><N>`` names (renumbered every build)."""
+    word = np.frombuffer(UNIQUE_ID.encode(), dtype=np.uint8)
+    maybe = np.flatnonzero((c[a] == word[0]) & (end - a > len(word)))
+    window = c[np.minimum(a[maybe][:, None] + np.arange(len(word)), len(c) - 1)]
+    tail = end[maybe[(window == word).all(axis=1)]] - 1
+    while len(tail):  # walk back over already-removed .NUMBER bytes and the counter's digits
+        tail = tail[removed[tail] | ((c[tail] >= 48) & (c[tail] <= 57))]
+        removed[tail] = True
+        tail = tail - 1
 
 
 _POWERS: list[np.ndarray] = []  # [P**k, P**-k] for k < length, grown on demand, shared by both files

@@ -8,7 +8,8 @@ allocated symbol, weak and IFUNC ones included, and:
 - a local symbol is keyed by its name *and* the source file of the STT_FILE
   symbol before it, so two ``static int helper`` in two files stay apart;
 - ``.NUMBER`` suffixes (``__func__.3``, ``foo.isra.0``) are stripped from
-  the key, since they change from build to build; sizes under one key add up.
+  the key, and so is the counter of the kernel's ``__UNIQUE_ID_ddebug384``,
+  since they change from build to build; sizes under one key add up.
 
 Each section is also measured: the bytes its symbols cover (union of their
 ranges) and the bytes no symbol covers, for the accounting check.
@@ -59,8 +60,7 @@ class SymbolSet:
     def label(self, j: int) -> Key:
         """(name without .NUMBER, source file) of kept symbol ``j``."""
         i = int(self.index[j])
-        name = self.elf.symbols.name(i)
-        return (NUMBER_RE.sub("", name) if "." in name else name, self.elf.symbols.file_of(i))
+        return (strip_name(self.elf.symbols.name(i)), self.elf.symbols.file_of(i))
 
     def sizes(self) -> dict[Key, int]:
         """Key -> bytes for every kept symbol (keys sharing a name add up); slow, for small files."""
@@ -69,6 +69,15 @@ class SymbolSet:
             key = self.label(j)
             out[key] = out.get(key, 0) + size
         return out
+
+
+def strip_name(name: str) -> str:
+    """The key name: every ``.NUMBER`` removed, and the counter of ``__UNIQUE_ID_<prefix><N>``."""
+    if "." in name:
+        name = NUMBER_RE.sub("", name)
+    if name.startswith(K.UNIQUE_ID):
+        name = name[: len(K.UNIQUE_ID)] + name[len(K.UNIQUE_ID) :].rstrip("0123456789")
+    return name
 
 
 def section_kind(s: E.Section) -> str | None:
@@ -123,7 +132,7 @@ def _fix_odd(s: E.ElfSymbols, idx: np.ndarray, hashes: K.NameHashes) -> tuple[np
     """Hash by hand the rare names that start inside a longer string's .NUMBER run."""
     name, head = hashes.name.copy(), hashes.head.copy()
     for j in np.flatnonzero(hashes.odd).tolist():
-        stem = stripped = NUMBER_RE.sub("", s.name(int(idx[j])))
+        stem = stripped = strip_name(s.name(int(idx[j])))
         if stem.startswith(("__pfx_", "__cfi_")) and len(stem) > 6:
             stem = stem[6:]
         name[j], head[j] = K.hash_str(stripped), K.hash_str(stem.split(".")[0])
