@@ -24,14 +24,16 @@ SYMBOLS = [
 ]
 
 
-def write_elf(path: Path, bits: int, big: bool, etype: int = 1) -> Path:
-    """Write an ELF file with SECTIONS and SYMBOLS; return ``path``."""
+def write_elf(path: Path, bits: int, big: bool, etype: int = 1, grow: dict[str, int] | None = None) -> Path:
+    """Write an ELF file with SECTIONS and SYMBOLS (``grow``: extra bytes per global name); return ``path``."""
+    grow = grow or {}
     e = ">" if big else "<"
     shstr = b"\0" + b"\0".join(n.encode() for n, *_ in SECTIONS) + b"\0.symtab\0.strtab\0.shstrtab\0"
     strtab = b"\0" + b"\0".join(n.encode() for n, *_ in SYMBOLS) + b"\0"
     sym_fmt = e + ("IBBHQQ" if bits == 64 else "IIIBBH")
     syms = [b"\0" * struct.calcsize(sym_fmt)]
     for name, value, size, info, shndx in SYMBOLS:
+        size += grow.get(name, 0) if info & 0xF0 else 0
         off = strtab.index(b"\0" + name.encode() + b"\0") + 1
         fields = (off, info, 0, shndx, value, size) if bits == 64 else (off, value, size, info, 0, shndx)
         syms.append(struct.pack(sym_fmt, *fields))

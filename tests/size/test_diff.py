@@ -8,7 +8,7 @@ reader (``perfab.size.inline``) on the ``-g`` builds.
 from __future__ import annotations
 
 import pytest
-from conftest import compile_c
+from conftest import compile_c, compilers
 
 from perfab.size import diff_files
 from perfab.size.compat import compat_results
@@ -21,9 +21,9 @@ GCC_O2 = {
     ("mix", None): "uninlined: was inlined at 2 sites in use_mix",
     ("legacy", None): "removed",
     ("fresh", None): "new",
-    ("get_tag", None): "clone .isra appeared, get_tag vanished",
-    ("scale", None): "clone .constprop appeared, scale vanished",
-    ("process", None): "clone .part appeared, process vanished; inlined at 3 more sites",
+    ("get_tag", None): "clone .isra appeared, plain get_tag vanished",
+    ("scale", None): "clone .constprop appeared, plain scale vanished",
+    ("process", None): "clone .part appeared, plain process vanished; inlined at 3 more sites",
     ("sum", None): "clone .cold appeared; inlined at 1 fewer site",
     ("run_once", None): "body changed; now inlines once (1 site)",
     ("use_bump", None): "body changed; now inlines bump (3 sites)",
@@ -54,7 +54,7 @@ def test_gcc_Os_families_and_causes(pair):
     assert got[("once", None)] == "inlined into its only caller run_once"
     assert got[("bump", None)] == "inlined at 3 sites in use_bump"
     assert got[("mix", None)] == "uninlined: was inlined at 2 sites in use_mix"
-    assert got[("scale", None)] == "clone .constprop appeared, scale vanished"
+    assert got[("scale", None)] == "clone .constprop appeared, plain scale vanished"
     assert got[("helper", "util.c")] == "body changed"
     assert ("process", None) not in got  # -Os: no partial inlining, process unchanged
 
@@ -71,7 +71,7 @@ def test_without_debug_info_the_symbol_diff_still_works_and_says_what_it_could_n
     d = diff_files(*pair("gcc", "-O2", debug=False))
     got = causes(d)
     assert got[("once", None)] == "removed" and got[("mix", None)] == "new"
-    assert got[("get_tag", None)] == "clone .isra appeared, get_tag vanished"
+    assert got[("get_tag", None)] == "clone .isra appeared, plain get_tag vanished"
     assert len(d.warnings) == 2 and all("no debug info" in w for w in d.warnings)
     assert d.coverage.old_inline_pct is None
 
@@ -114,3 +114,10 @@ def test_aliases_count_once(tmp_path):
 def test_modes_give_bloat_o_meter_tables(pair, mode, titles):
     d = diff_files(*pair("gcc", "-O2"), mode=mode)
     assert [t.title for t in d.tables] == titles
+
+
+@pytest.mark.parametrize("cc", compilers())
+def test_every_installed_compiler_gives_the_same_cause_kinds(pair, cc):
+    kinds = {(f.name, f.file): f.cause.kind for f in diff_files(*pair(cc, "-O2")).families}
+    expected = {"legacy": "removed", "fresh": "new", "once": "inlined", "mix": "uninlined"}
+    assert {name: kinds.get((name, None)) for name in expected} == expected

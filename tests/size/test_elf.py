@@ -108,3 +108,25 @@ def test_stripped_file_has_no_symbols(tmp_path, build):
     subprocess.run(["strip", "-o", str(stripped), str(build("gcc", "-O2", "OLD"))], check=True)
     f = read_elf(stripped)
     assert f.symbols is None and not f.has_debug_info
+
+
+@pytest.mark.parametrize("bits,big", [(32, True), (64, True)])
+def test_big_endian_pair_diffs(tmp_path, bits, big):
+    from perfab.size import diff_files
+
+    old = write_elf(tmp_path / "old.o", bits, big)
+    new = write_elf(tmp_path / "new.o", bits, big, grow={"main": 8})
+    d = diff_files(old, new)
+    assert [(f.name, f.delta_bytes, f.cause.kind) for f in d.families] == [("main", 8, "body")]
+    assert d.tables[0].rows == (("main", 40, 48, 8),)
+
+
+def test_position_dependent_executable_is_et_exec(tmp_path):
+    from conftest import SRC
+
+    exe = compile_c(tmp_path / "nopie", "-O2", "-no-pie", str(SRC / "prog.c"), str(SRC / "util.c"))
+    f = read_elf(exe)
+    assert f.elf_type == "ET_EXEC"
+    idx, letters = nm_letters(f)
+    ours = sorted((f.symbols.names[i], int(f.symbols.size[i]), str(c)) for i, c in zip(idx.tolist(), letters))
+    assert ours == nm_size_sort(exe)

@@ -68,7 +68,7 @@ def explain(base: str, members: list[FamilyMember], old: InlineView | None, new:
 
 
 def _label(member: str, base: str) -> str:
-    return clone_label(member, base) or base
+    return clone_label(member, base) or f"plain {base}"
 
 
 def _appeared(base: str, old: InlineView | None) -> Cause:
