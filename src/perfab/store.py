@@ -110,6 +110,7 @@ class Store:
 
     def __init__(self, path: str | Path, create: bool = True):
         self.path = Path(path)
+        self._meta_seen: dict[tuple[int, str, str], tuple] = {}
         if not self.path.exists():
             if not create:
                 raise UsageError(f"{self.path}: no results database here; run an experiment first "
@@ -182,14 +183,18 @@ class Store:
         return session
 
     def record_run(self, session: int, planned: PlannedRun, rec: RunRecord) -> int:
-        """Commit one run with its samples; returns the run id."""
+        """Commit one run with its samples; returns the run id.
+
+        A run stored before for the same planned run (one abandoned at
+        SIGINT, run again by ``--resume``) is replaced.
+        """
         with self.transaction():
             pid = self.db.execute("SELECT id FROM planned_runs WHERE session_id = ? AND seq = ?",
                                   (session, planned.seq)).fetchone()[0]
-            self.db.execute("DELETE FROM samples WHERE run_id IN (SELECT id FROM runs WHERE planned_id = ?)", (pid,))
-            self.db.execute("DELETE FROM exclusions WHERE run_id IN (SELECT id FROM runs WHERE planned_id = ?)",
-                            (pid,))
-            self.db.execute("DELETE FROM runs WHERE planned_id = ?", (pid,))
+            old = self.db.execute("SELECT id FROM runs WHERE planned_id = ?", (pid,)).fetchone()
+            if old is not None:
+                for table in ("samples", "exclusions", "runs"):
+                    self.db.execute(f"DELETE FROM {table} WHERE {'id' if table == 'runs' else 'run_id'} = ?", old)
             cur = self.db.execute(
                 "INSERT INTO runs (planned_id, started_at, status, reason, wall_s, user_s, sys_s, max_rss_kb, "
                 "nvcsw, nivcsw, exit_code, signal, timed_out, stdout, stderr, stdout_bytes, stderr_bytes, "
@@ -200,15 +205,22 @@ class Store:
             run_id = cur.lastrowid
             self.db.executemany("INSERT INTO samples VALUES (?, ?, ?)",
                                 [(run_id, m, float(v)) for m, v in rec.metrics.items()])
-            self.db.executemany("INSERT INTO exclusions VALUES (?, ?, ?)",
-                                [(run_id, m, r) for m, r in rec.excluded.items()])
-            if rec.meta:
-                exp_id = self.db.execute("SELECT experiment_id FROM sessions WHERE id = ?", (session,)).fetchone()[0]
-                self.db.executemany(
-                    "INSERT OR REPLACE INTO metric_meta VALUES (?, ?, ?, ?, ?, ?)",
-                    [(exp_id, planned.workload, m, unit, None if hib is None else int(hib), int(exact))
-                     for m, (unit, hib, exact) in rec.meta.items()])
+            if rec.excluded:
+                self.db.executemany("INSERT INTO exclusions VALUES (?, ?, ?)",
+                                    [(run_id, m, r) for m, r in rec.excluded.items()])
+            self._record_meta(session, planned.workload, rec.meta)
         return run_id
+
+    def _record_meta(self, session: int, workload: str, meta: dict) -> None:
+        """Units and directions, written when they are new or changed (rarely after the first run)."""
+        fresh = {m: v for m, v in meta.items() if self._meta_seen.get((session, workload, m)) != v}
+        if not fresh:
+            return
+        exp_id = self.db.execute("SELECT experiment_id FROM sessions WHERE id = ?", (session,)).fetchone()[0]
+        self.db.executemany("INSERT OR REPLACE INTO metric_meta VALUES (?, ?, ?, ?, ?, ?)",
+                            [(exp_id, workload, m, unit, None if hib is None else int(hib), int(exact))
+                             for m, (unit, hib, exact) in fresh.items()])
+        self._meta_seen.update({(session, workload, m): v for m, v in fresh.items()})
 
     def finish_session(self, session: int, status: str) -> None:
         with self.transaction():

@@ -98,4 +98,4 @@ parser = "keyvalue"
     assert all(v > 0 for v in r["task-clock"]["base_values"])
     assert all(v > 20 for v in r["page-faults"]["base_values"])  # the loader alone faults in dozens of pages
     assert r["ops/s"]["n_base"] == 4  # the workload's own output still reaches its parser
-    assert "perf stat, one group per run: task-clock" in out
+    assert "perf stat, one group per run" in out

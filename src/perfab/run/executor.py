@@ -1,8 +1,10 @@
 """Executing one command: the seam between the runner and the operating system.
 
 ``RealExecutor`` spawns the command in a new session (its own process
-group), pinned with ``sched_setaffinity`` when asked, and then sleeps in
-``os.wait4`` until it ends: nothing polls on the measured CPUs.  One long-lived
+group), pinned with ``sched_setaffinity`` when asked, through the small
+``perfab-exec`` helper (``trampoline``) so that rusage, max RSS above all,
+is the workload's own, and then sleeps in ``os.wait4`` until it ends:
+nothing polls on the measured CPUs.  One long-lived
 watch thread blocks in select(2) on the stdout and stderr pipes, keeps the first
 ``cap_bytes`` of each verbatim, counts the rest, and kills the process
 group at the timeout.  ``wait4`` gives the child's rusage (user and system time,
@@ -24,6 +26,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
+
+from perfab.run.trampoline import Report, helper_path, parse_report
 
 
 @dataclass(frozen=True)
@@ -140,7 +144,8 @@ class _Watcher(threading.Thread):
 class RealExecutor:
     """Runs commands for real; see the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, use_helper: bool = True) -> None:
+        self.use_helper = use_helper  # spawn through perfab-exec so rusage is the workload's own
         self._pgid: int | None = None
         self._watcher: _Watcher | None = None
 
@@ -154,20 +159,27 @@ class RealExecutor:
         if self._watcher is None:
             self._watcher = _Watcher()
             self._watcher.start()
+        helper = helper_path() if self.use_helper else None
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        rep_r, rep_w = os.pipe() if helper else (-1, -1)
         own_rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         started = time.perf_counter()
         try:
-            pid = _spawn(argv, env, cwd, out_w, err_w, cpus)
+            if helper:
+                os.set_inheritable(rep_w, True)
+                pid = _spawn([helper, str(rep_w), *argv], env, cwd, out_w, err_w, cpus)
+            else:
+                pid = _spawn(argv, env, cwd, out_w, err_w, cpus)
         except OSError as e:
-            for fd in (out_r, err_r):
-                os.close(fd)
-            return Execution(None, 0.0, 0.0, 0.0, 0, 0, 0, False, b"", b"", 0, 0,
-                             error=f"cannot execute {argv[0]!r}: {e.strerror or e}")
+            for fd in (out_r, err_r, rep_r):
+                if fd >= 0:
+                    os.close(fd)
+            return _not_started(argv, e.strerror or str(e))
         finally:
-            os.close(out_w)
-            os.close(err_w)
+            for fd in (out_w, err_w, rep_w):
+                if fd >= 0:
+                    os.close(fd)
         self._pgid = pid
         watch = _Watch((out_r, err_r), cap_bytes, timeout_s, pid)
         self._watcher.jobs.put(watch)
@@ -176,13 +188,31 @@ class RealExecutor:
         watch.done.set()
         self._pgid = None
         _killpg(pid, signal.SIGKILL)  # leftovers would disturb the next run and hold the pipes
+        report = _read_report(rep_r) if helper else None
         watch.finished.wait(timeout=5)
-        # Linux folds the spawning process's RSS high-water mark into the child's maxrss at exec,
-        # so a peak at or below perfab's own says nothing about the workload.
-        rss = ru.ru_maxrss if ru.ru_maxrss > own_rss_kb else None
-        return Execution(status, wall, ru.ru_utime, ru.ru_stime, rss, ru.ru_nvcsw, ru.ru_nivcsw,
-                         watch.expired, bytes(watch.kept[out_r]), bytes(watch.kept[err_r]), watch.total[out_r],
-                         watch.total[err_r], stderr_tail=watch.tail[err_r])
+        if isinstance(report, int):
+            return _not_started(argv, os.strerror(report))
+        if isinstance(report, Report):
+            wall, user, system, rss, nv, niv = (report.wall_s, report.user_s, report.sys_s, report.max_rss_kb,
+                                                report.nvcsw, report.nivcsw)
+        else:
+            # Spawned directly (or the helper was killed): Linux folds the spawning process's RSS
+            # high-water mark into the child's maxrss, so a peak at or below perfab's own says nothing.
+            user, system, nv, niv = ru.ru_utime, ru.ru_stime, ru.ru_nvcsw, ru.ru_nivcsw
+            rss = ru.ru_maxrss if ru.ru_maxrss > own_rss_kb else None
+        return Execution(status, wall, user, system, rss, nv, niv, watch.expired, bytes(watch.kept[out_r]),
+                         bytes(watch.kept[err_r]), watch.total[out_r], watch.total[err_r],
+                         stderr_tail=watch.tail[err_r])
+
+
+def _not_started(argv: list[str], why: str) -> Execution:
+    return Execution(None, 0.0, 0.0, 0.0, 0, 0, 0, False, b"", b"", 0, 0,
+                     error=f"cannot execute {argv[0]!r}: {why}")
+
+
+def _read_report(fd: int) -> Report | int | None:
+    with os.fdopen(fd, "rb") as f:
+        return parse_report(f.read(256))
 
 
 def _spawn(argv: list[str], env: dict[str, str], cwd: str | None, out_w: int, err_w: int,

@@ -248,7 +248,8 @@ class Runner:
                                        self.exp.stdout_cap_bytes, self._cpus)
             measurement = None
             if ex.error is None:
-                (scratch / "stderr").write_bytes(ex.stderr_tail)  # perf's last words (a signal death)
+                if ex.stderr_tail:
+                    (scratch / "stderr").write_bytes(ex.stderr_tail)  # perf's last words (a signal death)
                 measurement = self.backend.collect(scratch, group, ex.status)
             if self.recorder and ex.error is None and ex.status == 0:
                 measurement = _with_profile(measurement, self.recorder, scratch)
