@@ -157,3 +157,36 @@ def test_three_variants_give_the_normalized_table(db):
     assert cells[3].startswith("10") and cells[4] == "**"  # inline ~103%
     assert cells[5].startswith("9") and cells[6] == "**"  # inline-O3 ~97%
     assert max(len(line) for line in lines) <= 80
+
+
+def test_every_distinct_failure_reason_is_reported(tmp_path):
+    """Regression: only the first failure reason per side was shown, hiding a timeout behind an exit 1."""
+    from perfab.analyse.compare import analyse
+    from perfab.report import render
+    from perfab.run.backends import TimeBackend
+    from perfab.run.executor import FakeExecutor, FakeOutcome
+    from perfab.run.runner import Runner
+    from perfab.spec import parse_spec
+    from perfab.store import Store
+
+    b_runs = iter(range(1000))
+
+    def behaviour(argv, env):
+        if argv[-1] != "b":
+            return FakeOutcome(wall_s=0.1)
+        i = next(b_runs)
+        if i in (1, 3):
+            return FakeOutcome(exit_code=1, stderr=b"boom\n")
+        if i == 4:
+            return FakeOutcome(timed_out=True, signal=9)
+        return FakeOutcome(wall_s=0.1)
+
+    spec = parse_spec('[experiment]\nname = "f"\nruns = 6\nwarmup = 0\nmax_failures = 10\n'
+                      '[[variant]]\nname = "a"\n[[variant]]\nname = "b"\n'
+                      '[[workload]]\nname = "w"\nargv = ["run", "{variant}"]\n')
+    with Store(tmp_path / "r.db") as store:
+        Runner(spec, store, TimeBackend(), FakeExecutor(behaviour), {}).run()
+        text = render(analyse(store, "f"), "text")
+    failed = [line for line in text.splitlines() if line.startswith("Failed runs on b")]
+    assert len(failed) == 1
+    assert failed[0].startswith("Failed runs on b: 3 (2x exit status 1: boom; timed out after")

@@ -11,6 +11,7 @@ variants the table shows each side as a percentage of the baseline (=
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 from perfab.analyse.compare import Analysis, Row
 from perfab.plan import describe_order
@@ -146,7 +147,9 @@ def _method_note(a: Analysis, methods: list[str]) -> str:
 def _problems(info, rows: list[Row], rows_all: tuple[Row, ...]) -> list[str]:
     lines = []
     for variant, reasons in info.failed.items():
-        lines.append(f"Failed runs on {variant}: {len(reasons)} ({reasons[0]})")
+        counts = Counter(reasons)
+        detail = "; ".join(f"{n}x {why}" if n > 1 else why for why, n in counts.most_common())
+        lines.append(f"Failed runs on {variant}: {len(reasons)} ({detail})")
     for what, count in info.excluded.items():
         lines.append(f"Excluded {what} ({count} runs)")
     empty = [r.label for r in rows_all if r.workload == info.name and r.verdict == "-"]
