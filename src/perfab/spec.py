@@ -10,6 +10,7 @@ the key and the fix.  See ``examples/default.toml`` for a complete spec.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import tomllib
 from dataclasses import dataclass
@@ -163,7 +164,7 @@ class _Reader:
 
     def check_keys(self, table: dict, where: str, allowed: set[str], required: set[str] = frozenset()) -> None:
         if not isinstance(table, dict):
-            raise self.fail(where, f"expected a table, got {type(table).__name__} {table!r}",
+            raise self.fail(where, f"expected a table, got {_TOML_NAMES.get(type(table), type(table).__name__)} {table!r}",
                             f"write it as [{where.split('[')[0]}] with key = value lines")
         for k in table:
             if k not in allowed:
@@ -178,9 +179,10 @@ class _Reader:
         value = table[key]
         ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in _tuple(types))
         if not ok:
-            names = " or ".join(t.__name__ for t in _tuple(types))
-            raise self.fail(f"{where}.{key}" if where else key,
-                            f"expected {names}, got {type(value).__name__} {value!r}", f"write it as a TOML {names}")
+            names = " or ".join(_TOML_NAMES.get(t, t.__name__) for t in _tuple(types))
+            got = _TOML_NAMES.get(type(value), type(value).__name__)
+            raise self.fail(f"{where}.{key}" if where else key, f"expected {names}, got {got} {value!r}",
+                            f"write it as a TOML {names}")
         return value
 
     def strings(self, table: dict, where: str, key: str) -> tuple[str, ...]:
@@ -203,6 +205,8 @@ class _Reader:
 
     def positive(self, table: dict, where: str, key: str, default: float, types=(int, float), minimum=0) -> Any:
         value = self.get(table, where, key, types, default)
+        if value is not None and not math.isfinite(value):
+            raise self.fail(f"{where}.{key}", f"must be a finite number, got {value}", "write a plain number")
         if value is not None and value < minimum:
             raise self.fail(f"{where}.{key}", f"must be >= {minimum}, got {value}", f"use a value >= {minimum}")
         return value
@@ -381,6 +385,9 @@ class _Reader:
                        self.get(t, w, "l1i", str), self.get(t, w, "l1d", str), self.get(t, w, "ll", str),
                        self.get(t, w, "callgrind_toggle", str), self.get(t, w, "profile", bool, False),
                        self.get(t, w, "profile_event", str), self.positive(t, w, "profile_freq", 999, int, 1))
+
+
+_TOML_NAMES = {dict: "table", list: "array", str: "string", int: "integer", float: "float", bool: "boolean"}
 
 
 def _tuple(types: type | tuple) -> tuple:

@@ -41,7 +41,7 @@ def _cli_error(tmp_path, text: str) -> str:
 BAD_SPECS = {
     "malformed": ("[experiment\nname = 'x'\n", ["malformed TOML", "line 1"]),
     "unknown key": (two_sides("runz = 3"), ["experiment.runz", "unknown key", "runs", "warmup", "baseline"]),
-    "wrong type": (two_sides().replace("runs = 4", 'runs = "four"'), ["experiment.runs", "expected int", "str"]),
+    "wrong type": (two_sides().replace("runs = 4", 'runs = "four"'), ["experiment.runs", "expected integer", "string"]),
     "bool for int": (two_sides().replace("runs = 4", "runs = true"), ["experiment.runs", "expected int"]),
     "missing name": (two_sides().replace('name = "t"\n', ""), ["experiment.name", "missing"]),
     "missing workload argv": (two_sides(workload=""), ["workload[0].argv", "missing"]),
@@ -127,11 +127,11 @@ def test_non_table_in_variant_array_is_a_spec_error(tmp_path):
 
 def test_non_table_in_workload_array_is_a_spec_error():
     text = 'workload = ["sleep 1"]\n' + two_sides().split("[[workload]]")[0]
-    with pytest.raises(SpecError, match=r"workload\[0\]: expected a table, got str"):
+    with pytest.raises(SpecError, match=r"workload\[0\]: expected a table, got string"):
         parse_spec(text, "s.toml")
 
 
 def test_top_level_type_error_names_the_key_without_a_leading_dot():
     with pytest.raises(SpecError) as info:
         parse_spec('variant = 3\nworkload = 3\n[experiment]\nname = "t"\n', "s.toml")
-    assert str(info.value).startswith("s.toml: variant: expected list, got int 3")
+    assert str(info.value).startswith("s.toml: variant: expected array, got integer 3")

@@ -13,8 +13,9 @@ from perfab.report.numbers import fmt_delta, fmt_value, noise_range
 
 def render_markdown(a: Analysis) -> str:
     out = [f"## perfab: {a.experiment}", ""]
+    sides = [a.baseline, *a.variants]
     out.append(f"Baseline **{a.baseline}**; experiment **{', '.join(a.variants)}**; runs per side: "
-               + ", ".join(f"{v} {n}" for v, n in a.runs_per_side.items()) + ".")
+               + ", ".join(f"{v} {a.runs_per_side.get(v, 0)}" for v in sides) + ".")
     if a.env_differences:
         out += ["", "Environment differs between sides:", ""]
         out += [f"- `{key}`: {base} ({a.baseline}) vs {other} ({variant})"

@@ -43,7 +43,7 @@ def _setup(a: Analysis) -> list[str]:
 
     lines = ["SETUP"]
     lines += [f"  {line}" for line in describe(a.environment)]
-    runs = ", ".join(f"{v} {n}" for v, n in a.runs_per_side.items())
+    runs = ", ".join(f"{v} {a.runs_per_side.get(v, 0)}" for v in (a.baseline, *a.variants))
     lines.append(f"  sides    : baseline = {a.baseline}; experiment = {', '.join(a.variants)}")
     lines.append(f"  runs     : {runs} measured ({describe_order(a.spec) if a.spec else a.order})")
     lines.append(f"  counted  : {_counted(a)}")
