@@ -79,9 +79,10 @@ def nm_letters(f: E.ElfFile) -> tuple[np.ndarray, np.ndarray]:
     keep &= (s.shndx < E.SHN_LORESERVE) | (s.shndx == E.SHN_COMMON)
     idx = np.flatnonzero(keep)
     ndx, typ, bind = s.shndx[idx], s.type[idx], s.bind[idx]
-    lower = np.array(section_letters(f.sections) + ["?"], dtype="U1")
+    letters = section_letters(f.sections) + ["?"]
+    lower, upper = np.array(letters, dtype="U1"), np.array([c.upper() for c in letters], dtype="U1")
     ndx_in = np.where(ndx < len(lower) - 1, ndx, len(lower) - 1)
-    by_section = np.where(bind == E.STB_GLOBAL, np.char.upper(lower)[ndx_in], lower[ndx_in])
+    by_section = np.where(bind == E.STB_GLOBAL, upper[ndx_in], lower[ndx_in])
     letters = np.select(
         [ndx == E.SHN_COMMON, typ == E.STT_GNU_IFUNC, (bind == E.STB_WEAK) & (typ == E.STT_OBJECT),
          bind == E.STB_WEAK, bind == E.STB_GNU_UNIQUE, (bind != E.STB_LOCAL) & (bind != E.STB_GLOBAL)],

@@ -160,7 +160,7 @@ def _aggregate(ss: SymbolSet, kinds) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 def _join(so: SymbolSet, sn: SymbolSet, kinds) -> _Joined:
     (ko, zo, ro), (kn, zn, rn) = _aggregate(so, kinds), _aggregate(sn, kinds)
-    keys = np.union1d(ko, kn)
+    keys = np.unique(np.concatenate((ko, kn)))  # (np.union1d would import numpy.ma: 10 ms)
     io, in_ = np.searchsorted(keys, ko), np.searchsorted(keys, kn)
     old, new = np.full(len(keys), -1, np.int64), np.full(len(keys), -1, np.int64)
     orep, nrep = np.full(len(keys), -1, np.int64), np.full(len(keys), -1, np.int64)

@@ -155,21 +155,25 @@ def _dedupe_aliases(f: E.ElfFile, idx: np.ndarray) -> tuple[np.ndarray, dict[str
     s = f.symbols
     if s is None or len(idx) < 2:
         return idx, {}
-    order = np.lexsort((s.size[idx], s.value[idx], s.shndx[idx]))
-    si = idx[order]
+    value = s.value[idx]
+    by_value = np.sort(value)
+    shared = np.unique(by_value[1:][by_value[1:] == by_value[:-1]])  # addresses held by 2+ symbols
+    cand = idx[np.isin(value, shared)] if len(shared) else idx[:0]
+    order = np.lexsort((s.size[cand], s.value[cand], s.shndx[cand]))
+    si = cand[order]
     same = (s.shndx[si][1:] == s.shndx[si][:-1]) & (s.value[si][1:] == s.value[si][:-1])
     same &= (s.size[si][1:] == s.size[si][:-1]) & (s.shndx[si][1:] != E.SHN_COMMON)
     if not same.any():
         return idx, {}
-    starts = np.flatnonzero(np.concatenate(([True], ~same)))
-    bounds = np.append(starts, len(si))
-    drop, aliases = [], {}
+    bounds = np.append(np.flatnonzero(np.concatenate(([True], ~same))), len(si))
+    keep = np.ones(len(s.value), dtype=bool)
+    aliases = {}
     for g in np.flatnonzero(np.diff(bounds) > 1).tolist():
         group = si[bounds[g] : bounds[g + 1]].tolist()
         group.sort(key=lambda i: _alias_rank(s, i))
         aliases[s.name(group[0])] = tuple(s.name(i) for i in group[1:])
-        drop.extend(group[1:])
-    return np.setdiff1d(idx, np.array(drop, dtype=idx.dtype)), aliases
+        keep[group[1:]] = False
+    return idx[keep[idx]], aliases
 
 
 def _alias_rank(s: E.ElfSymbols, i: int) -> tuple:
