@@ -18,9 +18,10 @@ are ``valid`` when every run met the expected value.
 
 from __future__ import annotations
 
+import json
 import tomllib
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -250,7 +251,7 @@ def _verdicts(rows: list[Row], alpha: float, fdr: str) -> list[Row]:
             out.append(r)
             continue
         q = q_of.get(i)
-        out.append(_replace(r, q=q, verdict=verdict(r.estimate, r.margin, q, alpha)))
+        out.append(replace(r, q=q, verdict=verdict(r.estimate, r.margin, q, alpha)))
     return out
 
 
@@ -265,12 +266,6 @@ def verdict(est: Estimate, margin: float, q: float | None, alpha: float) -> str:
     if q is not None and q <= alpha and (est.lo > margin or est.hi < -margin):
         return "**"
     return "ns"
-
-
-def _replace(row: Row, **changes) -> Row:
-    from dataclasses import replace
-
-    return replace(row, **changes)
 
 
 def _profiles(spec: Experiment, data: _Collected, alpha: float) -> dict:
@@ -318,8 +313,8 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, data: _Colle
             if n == 1:
                 warnings.append(f"one session (boot) of side {v.name!r}: sessions are a random effect and "
                                 "between-boot variation is not estimated; run each side in >= 2 sessions")
-    hashes = {tomllib.loads(s.spec_text).get("workload", None).__repr__() for s in sessions}
-    if len(hashes) > 1:
+    workloads = {json.dumps(tomllib.loads(s.spec_text).get("workload"), sort_keys=True) for s in sessions}
+    if len(workloads) > 1:
         warnings.append("the workloads changed between sessions: runs of different commands are pooled")
     if spec.order == "sequential":
         warnings.append("sequential order: slow drift of the machine is confounded with the change")
@@ -330,6 +325,4 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, data: _Colle
 
 
 def _json_list(text: str | None) -> list[str]:
-    import json
-
     return json.loads(text) if text else []
