@@ -153,3 +153,25 @@ def test_verdicts_follow_the_known_ratios_away_from_the_margin(pv):
                 assert rows[(metric, variant)]["verdict"] == want, (metric, variant)
                 checked += 1
     assert checked >= 15
+
+
+@pytest.mark.parametrize("names", [("nopv", "pv-nospin", "pv-spin", "pv-spin-O3"),
+                                   ("nopv", "paravirt-without-spinlocks", "paravirt-with-spinlocks")])
+def test_normalized_table_with_four_sides_or_long_names_fits_80_columns(db, names):
+    """Regression: the table was one line per metric whatever its width (90 columns for four sides)."""
+    spec = SPEC
+    if len(names) == 4:
+        spec = SPEC.replace('name = "pv-spin"\n', 'name = "pv-spin"\n\n[[variant]]\nname = "pv-spin-O3"\n')
+    levels = {**_levels(), "pv-spin-O3": _levels()["pv-spin"]}
+    for old, new in zip((*SIDES, "pv-spin-O3"), names):
+        spec = spec.replace(f'name = "{old}"\n', f'name = "{new}"\n')
+        levels[new] = levels.pop(old)
+    run_experiment(spec, db, FakePerf({n: levels[n] for n in names}, seed=3))
+    lines = report(db).splitlines()
+    assert max(len(line) for line in lines) <= 80
+    headers = [line.split()[1:] for line in lines if line.startswith("Metric ")]
+    assert all(h[0] == names[0] for h in headers)  # every slice keeps the baseline column
+    shown = [name for h in headers for name in h[1:]]
+    assert len(shown) == len(names) - 1 and all(n.startswith(s.removesuffix("...")) for s, n in zip(shown, names[1:]))
+    cycles = [line.split() for line in lines if line.startswith("CPU cycles ") and "100.00%" in line]
+    assert len(cycles) == len(headers) and sum(len(c) - 3 for c in cycles) == 2 * (len(names) - 1)

@@ -5,7 +5,8 @@ dashed rules, thousands separators, signed percent deltas, direction notes
 and a legend; a SETUP block above; environment differences, failed and
 excluded runs and warnings below, never hidden.  With three or more
 variants the table shows each side as a percentage of the baseline (=
-100.00%) with a verdict per cell.  Everything fits 80 columns.
+100.00%) with a verdict per cell, in slices of as many variants as fit.
+Everything fits 80 columns.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from perfab.plan import describe_order
 from perfab.report.numbers import fmt_delta, fmt_value, measured_rows, noise_range
 
 WIDTH = 80
+_SIDE_NAME_MAX = 20  # longer side names are clipped in the normalized table's header
 
 
 def render_text(a: Analysis) -> str:
@@ -83,10 +85,18 @@ def _table(a: Analysis, rows: list[Row]) -> list[str]:
 
 
 def _normalized_table(a: Analysis, rows: list[Row]) -> list[str]:
+    """Sides as % of the baseline; variants that do not fit 80 columns go to further slices of the table."""
     label_w = min(24, max([len(r.label) for r in rows] + [10]))
-    sides = [a.baseline, *a.variants]
-    col = max(10, *(len(s) for s in sides)) + 1
-    header = f"{'Metric':<{label_w}}" + "".join(f"  {s:>{col}}     " for s in sides)
+    col = min(_SIDE_NAME_MAX, max(10, *(len(s) for s in (a.baseline, *a.variants)))) + 1
+    per_slice = max(1, (WIDTH - label_w - (col + 7)) // (col + 7))  # a side's column: 2 + col + 5
+    out: list[str] = []
+    for i in range(0, len(a.variants), per_slice):
+        out += ([""] if out else []) + _normalized_slice(a, rows, a.variants[i:i + per_slice], label_w, col)
+    return out
+
+
+def _normalized_slice(a: Analysis, rows: list[Row], variants, label_w: int, col: int) -> list[str]:
+    header = f"{'Metric':<{label_w}}" + "".join(f"  {_clip(s, col):>{col}}     " for s in (a.baseline, *variants))
     rule = "-" * min(WIDTH, len(header.rstrip()))
     body = []
     metrics = list(dict.fromkeys(r.metric for r in rows))
@@ -94,7 +104,7 @@ def _normalized_table(a: Analysis, rows: list[Row]) -> list[str]:
         per = {r.variant: r for r in rows if r.metric == metric}
         first = next(iter(per.values()))
         line = f"{_clip(first.label, label_w):<{label_w}}  {'100.00%':>{col}}     "
-        for v in a.variants:
+        for v in variants:
             r = per.get(v)
             pct = "-" if r is None or r.estimate is None or r.estimate.delta is None else \
                 f"{100 * (1 + r.estimate.delta):.2f}%"
