@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfab.size import elf as E
+from perfab.size import keys as K
 
 NUMBER_RE = re.compile(r"\.[0-9]+")
 SKIP_PREFIXES = ("__mod_", "__se_sys", "__se_compat_sys", "__addressable_")
@@ -92,22 +93,58 @@ def nm_letters(f: E.ElfFile) -> tuple[np.ndarray, np.ndarray]:
     return idx, letters
 
 
-def getsizes(f: E.ElfFile, letters_kept: str) -> dict[str, int]:
-    """bloat-o-meter's name -> summed size table for one file."""
+Sums = tuple[np.ndarray, np.ndarray, np.ndarray]  # (sorted unique keys, summed bytes, a symbol position per key)
+
+
+def keyed_sizes(f: E.ElfFile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(symbol positions, nm letters, name-hash keys) of the symbols bloat-o-meter keeps, any letter."""
     s = f.symbols
     idx, letters = nm_letters(f)
-    sizes: dict[str, int] = {}
-    if s is None:
-        return sizes
-    idx = idx[np.isin(letters, list(letters_kept))]
-    idx = idx[~_skipped(s.strtab, s.name_offset[idx])]
-    names, sub, get = s.names, NUMBER_RE.sub, sizes.get
-    for i, size in zip(idx.tolist(), s.size[idx].tolist()):
-        name = names[i]
-        if "." in name:
-            name = sub("", name)
-        sizes[name] = get(name, 0) + size
-    return sizes
+    if s is None or len(idx) == 0:
+        return idx, letters, np.zeros(0, dtype=np.uint64)
+    keep = ~_skipped(s.strtab, s.name_offset[idx])
+    idx, letters = idx[keep], letters[keep]
+    h = K.name_hashes(s.strtab, s.name_offset[idx], fold_counters=False)
+    key = h.name.copy()
+    for j in np.flatnonzero(h.odd).tolist():  # names starting inside a longer string's .NUMBER run
+        key[j] = K.hash_str(NUMBER_RE.sub("", s.name(int(idx[j]))))
+    return idx, letters, key
+
+
+def sums(idx: np.ndarray, key: np.ndarray, size: np.ndarray, selected: np.ndarray) -> Sums:
+    """Bytes per key over the ``selected`` entries, with one symbol position per key."""
+    sel = np.flatnonzero(selected)
+    keys, first, inv = np.unique(key[sel], return_index=True, return_inverse=True)
+    total = np.bincount(inv.ravel(), weights=size[sel], minlength=len(keys)).astype(np.int64)
+    return keys, total, idx[sel[first]]
+
+
+def join(a: Sums, b: Sums) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(old bytes, new bytes, old position, new position) per key of either side; -1: absent."""
+    keys = np.unique(np.concatenate((a[0], b[0])))  # (np.union1d would import numpy.ma: 10 ms)
+    out = [np.full(len(keys), -1, np.int64) for _ in range(4)]
+    for side, (k, z, rep) in enumerate((a, b)):
+        pos = np.searchsorted(keys, k)
+        out[side][pos], out[side + 2][pos] = z, rep
+    return out[0], out[1], out[2], out[3]
+
+
+def count_table(title: str, old: np.ndarray, new: np.ndarray, names: dict[int, str]) -> SymbolTable:
+    """bloat-o-meter's counts and ordered rows from per-key bytes (-1: absent).
+
+    ``names`` maps the position of every key whose size changed to its row name.
+    """
+    po, pn = old >= 0, new >= 0
+    d = np.maximum(new, 0) - np.maximum(old, 0)
+    both = po & pn
+    changed = [(int(d[i]), names[i], i) for i in np.flatnonzero(d != 0).tolist()]
+    changed.sort(key=lambda r: (r[0], r[1]), reverse=True)
+    rows = tuple((n, int(old[i]) if po[i] else None, int(new[i]) if pn[i] else None, dl) for dl, n, i in changed)
+    return SymbolTable(
+        title, int((pn & ~po).sum()), int((po & ~pn).sum()), int((both & (d > 0)).sum()), int((both & (d < 0)).sum()),
+        int(new[pn & ~po].sum() + d[both & (d > 0)].sum()), int(old[po & ~pn].sum() - d[both & (d < 0)].sum()),
+        rows, int(old[po].sum()), int(new[pn].sum()),
+    )
 
 
 def _skipped(strtab: bytes, offsets: np.ndarray) -> np.ndarray:
@@ -128,34 +165,27 @@ def _skipped(strtab: bytes, offsets: np.ndarray) -> np.ndarray:
     return skip
 
 
-def calc(old: dict[str, int], new: dict[str, int], title: str) -> SymbolTable:
-    """Counts and rows exactly as bloat-o-meter's ``calc`` orders them."""
-    add = remove = grow = shrink = up = down = 0
-    delta: list[tuple[int, str]] = []
-    for name, size in old.items():
-        other = new.get(name)
-        if other is None:
-            remove, down = remove + 1, down + size
-            delta.append((-size, name))
-        elif other != size:
-            d = other - size
-            grow, up = (grow + 1, up + d) if d > 0 else (grow, up)
-            shrink, down = (shrink + 1, down - d) if d < 0 else (shrink, down)
-            delta.append((d, name))
-    for name, size in new.items():
-        if name not in old:
-            add, up = add + 1, up + size
-            delta.append((size, name))
-    delta = [item for item in delta if item[0]]  # zero rows are never printed: sort only the rest
-    delta.sort(reverse=True)
-    rows = tuple((n, old.get(n), new.get(n), d) for d, n in delta)
-    return SymbolTable(title, add, remove, grow, shrink, up, down, rows, sum(old.values()), sum(new.values()))
-
-
 def compat_results(old: E.ElfFile, new: E.ElfFile, mode: str = "all") -> list[SymbolTable]:
-    """bloat-o-meter's tables: one for ``all``/``text``/``data+rodata``, three for ``categories``."""
-    modes = ["text", "data", "rodata"] if mode == "categories" else [mode]
-    return [calc(getsizes(old, FORMATS[m]), getsizes(new, FORMATS[m]), TITLES[m]) for m in modes]
+    """bloat-o-meter's tables: one for ``all``/``text``/``data+rodata``, three for ``categories``.
+
+    Names are compared as 64-bit hashes (``keys``); only the names of rows
+    that changed are decoded.
+    """
+    sides = [(f, *keyed_sizes(f)) for f in (old, new)]
+    out = []
+    for m in ["text", "data", "rodata"] if mode == "categories" else [mode]:
+        kept = list(FORMATS[m])
+        per_side = [
+            sums(idx, key, f.symbols.size[idx].astype(np.int64) if f.symbols is not None else np.zeros(0, np.int64), np.isin(letters, kept))
+            for f, idx, letters, key in sides
+        ]
+        o, n, orep, nrep = join(*per_side)
+        names = {}
+        for i in np.flatnonzero(np.maximum(n, 0) != np.maximum(o, 0)).tolist():
+            f, rep = (old, orep[i]) if orep[i] >= 0 else (new, nrep[i])
+            names[i] = NUMBER_RE.sub("", f.symbols.name(int(rep)))
+        out.append(count_table(TITLES[m], o, n, names))
+    return out
 
 
 def header_line(r: SymbolTable) -> str:

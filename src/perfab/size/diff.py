@@ -185,24 +185,14 @@ def _name_hash(j: _Joined, so: SymbolSet, sn: SymbolSet, field: str = "name_hash
 def _table(so: SymbolSet, sn: SymbolSet, mode: str, joined: _Joined) -> C.SymbolTable:
     """bloat-o-meter's counts and rows over perfab's keys; only changed keys are decoded."""
     j = joined if _MODE_KINDS[mode] == KINDS else _join(so, sn, _MODE_KINDS[mode])
-    po, pn, d = j.old >= 0, j.new >= 0, j.delta
-    both = po & pn
-    up = int(j.new[pn & ~po].sum() + d[both & (d > 0)].sum())
-    down = int(j.old[po & ~pn].sum() - d[both & (d < 0)].sum())
     hashes = _name_hash(j, so, sn)
     uniq, counts = np.unique(hashes, return_counts=True)
     shared = set(uniq[counts > 1].tolist())
-    rows = []
-    for i in np.flatnonzero(d != 0).tolist():
+    names = {}
+    for i in np.flatnonzero(j.delta != 0).tolist():
         name, file = _label(j, i, so, sn)
-        shown = f"{name} [{file}]" if file is not None and int(hashes[i]) in shared else name
-        rows.append((int(d[i]), shown, int(j.old[i]) if po[i] else None, int(j.new[i]) if pn[i] else None))
-    rows.sort(key=lambda r: (r[0], r[1]), reverse=True)
-    return C.SymbolTable(
-        C.TITLES[mode], int((pn & ~po).sum()), int((po & ~pn).sum()), int((both & (d > 0)).sum()),
-        int((both & (d < 0)).sum()), up, down, tuple((n, o, w, dl) for dl, n, o, w in rows),
-        int(j.old[po].sum()), int(j.new[pn].sum()),
-    )
+        names[i] = f"{name} [{file}]" if file is not None and int(hashes[i]) in shared else name
+    return C.count_table(C.TITLES[mode], j.old, j.new, names)
 
 
 def _families(so: SymbolSet, sn: SymbolSet, j: _Joined, vo, vn, kinds) -> tuple[FamilyRow, ...]:

@@ -58,12 +58,13 @@ def _removed(c: np.ndarray) -> np.ndarray:
     return removed
 
 
-def name_hashes(strtab: bytes, offsets: np.ndarray) -> NameHashes:
+def name_hashes(strtab: bytes, offsets: np.ndarray, fold_counters: bool = True) -> NameHashes:
     """Hashes of the NUL-terminated names at ``offsets`` in ``strtab``.
 
     Horner's rule runs over all names at once, one byte position per step;
     names are sorted longest first so step ``k`` touches only the names
-    longer than ``k`` (a prefix of the sorted arrays).
+    longer than ``k`` (a prefix of the sorted arrays).  ``fold_counters``
+    False keeps ``__UNIQUE_ID_`` counters (bloat-o-meter's rules).
     """
     c = np.frombuffer(strtab, dtype=np.uint8)
     n = len(offsets)
@@ -74,7 +75,8 @@ def name_hashes(strtab: bytes, offsets: np.ndarray) -> NameHashes:
     nul = np.flatnonzero(c == 0)
     a = np.clip(offsets.astype(np.int64), 0, len(c) - 1)
     end = nul[np.minimum(np.searchsorted(nul, a), len(nul) - 1)]
-    _remove_counter(c, a, end, removed)
+    if fold_counters:
+        _remove_counter(c, a, end, removed)
     head_start, head_end = _head_span(c, a, end)
     order = np.argsort(a - end, kind="stable")  # longest first
     start, length = a[order], (end - a)[order]
