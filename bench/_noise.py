@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from perfab.analyse.compare import analyse  # noqa: E402
+from perfab.analyse.methods import relative_cv  # noqa: E402
 from perfab.machine import snapshot  # noqa: E402
 from perfab.run.backends import TimeBackend  # noqa: E402
 from perfab.run.executor import RealExecutor  # noqa: E402
@@ -67,6 +68,7 @@ def noise(store: Store) -> dict[tuple[str, str], np.ndarray]:
     a = analyse(store, "aa")
     out = {}
     for r in a.rows:
-        if r.estimate is not None and r.estimate.method == "nonparametric" and len(set(r.base_values)) > 2:
-            out[(r.workload, r.metric)] = np.array(r.base_values + r.exp_values)
+        values = np.array(r.base_values + r.exp_values)
+        if r.estimate is not None and r.estimate.method == "nonparametric" and relative_cv(values):
+            out[(r.workload, r.metric)] = values
     return out

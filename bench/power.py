@@ -50,12 +50,15 @@ def main() -> None:
     db = args.db or Path(tempfile.mkdtemp(prefix="perfab-power-")) / "aa.db"
     pool = noise(record(db, args.runs))
     stars = simulate(pool, args.n, args.sims, args.shift, margin=0.001, alpha=0.05, seed=11)
-    print(f"injected {100 * args.shift:+.1f}% shift, n = {args.n} per side, {args.sims} simulated reports, "
-          f"BH FDR 0.05, margin 0.1%:")
+    print(f"injected {100 * args.shift:+.1f}% shift on every row, n = {args.n} per side, {args.sims} simulated "
+          f"reports, margin 0.1%, alpha 0.05; fraction called **")
+    print(f"  {'workload':<10} {'metric':<12} {'noise':>7} {'MDE':>7}  {'alone':>6}  {'in a report (BH)':>16}")
     for k, c in stars.items():
         cv = relative_cv(pool[k])
         mde = min_detectable_effect(args.n, args.n, cv, 0.05)
-        print(f"  {k[0]:<10} {k[1]:<12} noise {100 * cv:6.2f}%  MDE {100 * mde:6.2f}%  called ** {c / args.sims:.2f}")
+        alone = simulate({k: pool[k]}, args.n, args.sims, args.shift, margin=0.001, alpha=0.05, seed=13)[k]
+        print(f"  {k[0]:<10} {k[1]:<12} {100 * cv:6.2f}% {100 * mde:6.2f}%  {alone / args.sims:6.2f}  "
+              f"{c / args.sims:16.2f}")
     mde_table(args.sims)
 
 
