@@ -39,7 +39,7 @@ name = "A2"
 
 [[workload]]
 name = "lockbench"
-argv = ["{root}/build/outline/lockbench", "3000000"]
+argv = ["{root}/build/outline/lockbench", "10000000"]
 parser = "keyvalue"
 
 [[workload.metric]]
@@ -48,7 +48,7 @@ method = "exact"
 
 [[workload]]
 name = "syscalls"
-argv = ["{root}/build/syscalls", "200000"]
+argv = ["{root}/build/syscalls", "600000"]
 parser = "keyvalue"
 """
 
