@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from scheme_helpers import L1I_K, L1I_U, report
 
 WARMUPS = 2
