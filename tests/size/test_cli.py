@@ -90,3 +90,12 @@ def test_golden_text_report(pair, name, flags):
     if os.environ.get("PERFAB_REGEN_GOLDEN"):
         path.write_text(out)
     assert out == path.read_text()
+
+
+def test_stripped_file_is_a_usage_error_except_in_compat(tmp_path, pair):
+    stripped = tmp_path / "stripped"
+    subprocess.run(["strip", "-o", str(stripped), str(pair()[1])], check=True)
+    code, out, err = run(pair()[0], stripped)
+    assert code == 2 and out == "" and "no .symtab (stripped)" in err and err.count("\n") == 1
+    code, out, _ = run("--compat", stripped, stripped)
+    assert code == 0 and out.endswith("Total: Before=0, After=0, chg +0.00%\n")

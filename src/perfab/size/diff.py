@@ -121,10 +121,13 @@ def diff_files(old: str | Path, new: str | Path, *, compat: bool = False, mode: 
     if mode not in MODES:
         raise UsageError(f"unknown size mode {mode!r}; use one of {', '.join(MODES)}")
     fo, fn = read_elf(old), read_elf(new)
-    warnings = [f"{f.path}: no .symtab (stripped?): no symbol is counted; diff an unstripped build" for f in (fo, fn) if f.symbols is None]
+    warnings = [f"{f.path}: no .symtab (stripped): no symbol is counted, as bloat-o-meter would" for f in (fo, fn) if f.symbols is None]
     if compat:
         tables = tuple(C.compat_results(fo, fn, mode))  # bloat-o-meter's tables only: no sections, no families
         return SizeDiff(str(old), str(new), True, tables, (), (), None, None, tuple(warnings))
+    for f in (fo, fn):
+        if f.symbols is None:
+            raise UsageError(f"{f.path}: no .symtab (stripped): nothing to compare symbol by symbol; give unstripped builds (a -dbg vmlinux)")
     so, sn = read_symbols(fo), read_symbols(fn)
     joined = _join(so, sn, KINDS)
     tables = tuple(_table(so, sn, m, joined) for m in MODES[mode])
