@@ -17,9 +17,9 @@ SRC = Path(__file__).parent / "src"
 GOLDEN = Path(__file__).parent / "golden"
 
 
-def compile_c(out: Path, *args: str, cc: str = "gcc") -> Path:
-    """Run the compiler; fail the test with its stderr if it fails."""
-    proc = subprocess.run([cc, *args, "-o", str(out)], capture_output=True, text=True)
+def compile_c(out: Path, *args: str, cc: str = "gcc", cwd: Path | None = None) -> Path:
+    """Run the compiler (in ``cwd``); fail the test with its stderr if it fails."""
+    proc = subprocess.run([cc, *args, "-o", str(out)], capture_output=True, text=True, cwd=cwd)
     if proc.returncode != 0:
         pytest.fail(f"{cc} {' '.join(args)} failed: {proc.stderr}")
     return out
@@ -38,7 +38,8 @@ def build(tmp_path_factory):
                 pytest.skip(f"{cc} is not installed")
             out = root / f"prog-{cc}{opt}-{variant}{'-g' if debug else ''}"
             flags = [opt, f"-D{variant}"] + (["-g"] if debug else [])
-            cache[key] = compile_c(out, *flags, str(SRC / "prog.c"), str(SRC / "util.c"), cc=cc)
+            # relative sources compiled in SRC: DWARF paths do not depend on where pytest runs
+            cache[key] = compile_c(out, *flags, "prog.c", "util.c", cc=cc, cwd=SRC)
         return cache[key]
 
     return _build

@@ -14,6 +14,7 @@ import json
 from dataclasses import asdict
 
 from perfab.size import compat as C
+from perfab.size.causes import CAUSE_KINDS
 from perfab.size.diff import FamilyRow, SizeDiff
 from perfab.size.symbols import KINDS
 
@@ -65,6 +66,7 @@ def _family_lines(d: SizeDiff, limit: int) -> list[str]:
     fams = list(d.families)
     kept, cut = _cut(fams, limit, lambda f: f.delta_bytes)
     lines = ["", f"Families: {len(fams)} changed (clones, .cold parts and __pfx_/__cfi_ folded into their function; largest |delta| first)"]
+    lines += _cause_summary(fams)
     lines.append(f"{'Family':<{W}} {'old':>7} {'new':>7} {'delta':>7}  cause")
     for f in kept:
         lines.append(f"{_fam_name(f, d):<{W}} {_n(f.old_bytes):>7} {_n(f.new_bytes):>7} {f.delta_bytes:+7d}  {f.cause.text}")
@@ -74,6 +76,17 @@ def _family_lines(d: SizeDiff, limit: int) -> list[str]:
     if cut:
         lines.append(_cut_line("families", cut, lambda f: f.delta_bytes))
     return lines
+
+
+def _cause_summary(fams: list[FamilyRow]) -> list[str]:
+    """One line per cause kind: how many families, and their bytes up, down and net."""
+    lines = []
+    for kind in CAUSE_KINDS:
+        deltas = [f.delta_bytes for f in fams if f.cause.kind == kind]
+        if deltas:
+            up, down = sum(x for x in deltas if x > 0), sum(x for x in deltas if x < 0)
+            lines.append(f"  {kind:<10} {len(deltas):>6} families  up +{up}, down {down}, net {up + down:+d}")
+    return ["By cause:"] + lines if lines else []
 
 
 def _fam_name(f: FamilyRow, d: SizeDiff) -> str:
