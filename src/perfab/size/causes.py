@@ -102,13 +102,15 @@ def _where(sites: list[Any]) -> str:
 
 
 def _inline_detail(base: str, old: InlineView | None, new: InlineView | None, top: int = 2) -> list[str]:
-    """What the family's functions inline now and did not before, and the reverse."""
+    """What the family's functions inline directly now and did not before, and the reverse."""
     if old is None or new is None:
         return []
-    before = Counter(family_base(s.callee) for s in old.by_caller.get(base, []))
-    after = Counter(family_base(s.callee) for s in new.by_caller.get(base, []))
+    direct_old = [s for s in old.by_caller.get(base, []) if s.parent is None]  # nested inlines come with their parent
+    direct_new = [s for s in new.by_caller.get(base, []) if s.parent is None]
+    before = Counter(family_base(s.callee) for s in direct_old)
+    after = Counter(family_base(s.callee) for s in direct_new)
     bytes_after = Counter()
-    for s in new.by_caller.get(base, []):
+    for s in direct_new:
         bytes_after[family_base(s.callee)] += s.inclusive_bytes
     gained = sorted((c for c in after if after[c] > before.get(c, 0)), key=lambda c: (-bytes_after[c], c))
     lost = sorted(c for c in before if before[c] > after.get(c, 0))
