@@ -119,14 +119,14 @@ def sums(idx: np.ndarray, key: np.ndarray, size: np.ndarray, selected: np.ndarra
     return keys, total, idx[sel[first]]
 
 
-def join(a: Sums, b: Sums) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(old bytes, new bytes, old position, new position) per key of either side; -1: absent."""
+def join(a: Sums, b: Sums) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(keys of either side, old bytes, new bytes, old position, new position); -1: absent."""
     keys = np.unique(np.concatenate((a[0], b[0])))  # (np.union1d would import numpy.ma: 10 ms)
     out = [np.full(len(keys), -1, np.int64) for _ in range(4)]
     for side, (k, z, rep) in enumerate((a, b)):
         pos = np.searchsorted(keys, k)
         out[side][pos], out[side + 2][pos] = z, rep
-    return out[0], out[1], out[2], out[3]
+    return keys, out[0], out[1], out[2], out[3]
 
 
 def count_table(title: str, old: np.ndarray, new: np.ndarray, names: dict[int, str]) -> SymbolTable:
@@ -179,7 +179,7 @@ def compat_results(old: E.ElfFile, new: E.ElfFile, mode: str = "all") -> list[Sy
             sums(idx, key, f.symbols.size[idx].astype(np.int64) if f.symbols is not None else np.zeros(0, np.int64), np.isin(letters, kept))
             for f, idx, letters, key in sides
         ]
-        o, n, orep, nrep = join(*per_side)
+        _, o, n, orep, nrep = join(*per_side)
         names = {}
         for i in np.flatnonzero(np.maximum(n, 0) != np.maximum(o, 0)).tolist():
             f, rep = (old, orep[i]) if orep[i] >= 0 else (new, nrep[i])
