@@ -1,14 +1,16 @@
 """Executing one command: the seam between the runner and the operating system.
 
-``RealExecutor`` spawns the command in a new session (its own process
-group), pinned with ``sched_setaffinity`` when asked, through the small
-``perfab-exec`` helper (``trampoline``) so that rusage, max RSS above all,
-is the workload's own, and then sleeps in ``os.wait4`` until it ends:
-nothing polls on the measured CPUs.  One long-lived
-watch thread blocks in select(2) on the stdout and stderr pipes, keeps the first
-``cap_bytes`` of each verbatim, counts the rest, and kills the process
-group at the timeout.  ``wait4`` gives the child's rusage (user and system time,
-peak RSS, context switches).
+``RealExecutor`` runs each command in a new session (its own process group),
+pinned with ``sched_setaffinity`` when asked, through a small fork server
+(``perfab-exec``, see ``trampoline``) started on the first run and kept for
+the executor's life, so that rusage, max RSS above all, is the workload's
+own and no run pays for an extra exec.  perfab sleeps in a blocking
+``recv`` until the server reports the child's wait status and rusage (user
+and system time, peak RSS, context switches): nothing polls on the measured
+CPUs.  One long-lived watch thread blocks in select(2) on the stdout and
+stderr pipes, keeps the first ``cap_bytes`` of each verbatim, counts the
+rest, and kills the process group at the timeout.  Without a C compiler the
+command is spawned directly with posix_spawn and reaped with ``os.wait4``.
 
 ``FakeExecutor`` answers without running anything, so the scheduler, the
 store and the report can be tested deterministically: ``sleep 1.5`` takes
@@ -21,13 +23,15 @@ import os
 import queue
 import resource
 import selectors
+import shutil
 import signal
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from perfab.run.trampoline import Report, helper_path, parse_report
+from perfab.run.trampoline import CannotStart, ForkServer, Report, ServerGone, helper_path
 
 
 @dataclass(frozen=True)
@@ -134,20 +138,40 @@ class _Watcher(threading.Thread):
 
     def __init__(self) -> None:
         super().__init__(daemon=True, name="perfab-watch")
-        self.jobs: queue.SimpleQueue[_Watch] = queue.SimpleQueue()
+        self.jobs: queue.SimpleQueue[_Watch | None] = queue.SimpleQueue()
 
     def run(self) -> None:
-        while True:
-            self.jobs.get().run()
+        while (job := self.jobs.get()) is not None:  # None: the executor was closed
+            job.run()
 
 
 class RealExecutor:
-    """Runs commands for real; see the module docstring."""
+    """Runs commands for real; see the module docstring.  ``close()`` (or garbage collection) ends its server."""
 
     def __init__(self, use_helper: bool = True) -> None:
-        self.use_helper = use_helper  # spawn through perfab-exec so rusage is the workload's own
+        self.use_helper = use_helper  # run through the perfab-exec server so rusage is the workload's own
         self._pgid: int | None = None
         self._watcher: _Watcher | None = None
+        self._server: ForkServer | None = None
+        self._finalizers: list[weakref.finalize] = []
+
+    @property
+    def server_pid(self) -> int | None:
+        """The pid of the running perfab-exec server, None before the first run or after ``close``."""
+        return self._server.pid if self._server is not None and not self._server.closed else None
+
+    def close(self) -> None:
+        """Stop the server and the watch thread; a later ``execute`` starts them again."""
+        for finalizer in self._finalizers:
+            finalizer()
+        self._finalizers.clear()
+        self._server = self._watcher = None
+
+    def __enter__(self) -> "RealExecutor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def interrupt(self) -> None:
         pgid = self._pgid
@@ -159,50 +183,109 @@ class RealExecutor:
         if self._watcher is None:
             self._watcher = _Watcher()
             self._watcher.start()
-        helper = helper_path() if self.use_helper else None
+            self._finalizers.append(weakref.finalize(self, self._watcher.jobs.put, None))
+        server = self._fork_server()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        rep_r, rep_w = os.pipe() if helper else (-1, -1)
+        if server is None:
+            return self._direct(argv, env, cwd, timeout_s, cap_bytes, cpus, (out_r, out_w, err_r, err_w))
+        try:
+            pid = self._start(server, argv, env, cwd or _here(), cpus, out_w, err_w)
+        except BaseException as e:
+            os.close(out_r)
+            os.close(err_r)
+            if isinstance(e, (CannotStart, ServerGone)):
+                return _not_started(argv, _why(e, cwd))
+            self._drop_server()  # mid-request (^C): out of step; at EOF the server kills what it started
+            raise
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        watch = self._watch(pid, (out_r, err_r), cap_bytes, timeout_s)
+        try:
+            status, report = server.finish()
+        except BaseException as e:  # KeyboardInterrupt, or the server killed: the run cannot be told
+            _killpg(pid, signal.SIGKILL)
+            self._drop_server()
+            watch.done.set()
+            watch.finished.wait(timeout=5)
+            self._pgid = None
+            if isinstance(e, ServerGone):
+                return _not_started(argv, f"perfab-exec exited during the run ({e}); run it again")
+            raise
+        return self._finished(watch, status, report)
+
+    def _fork_server(self) -> ForkServer | None:
+        """The running server, started on first use; None when there is none to be had."""
+        if self._server is not None or not self.use_helper:
+            return self._server
+        helper = helper_path()
+        if helper is None:
+            self.use_helper = False
+            return None
+        try:
+            self._server = ForkServer(helper)
+        except OSError:  # e.g. a cache directory mounted noexec
+            self.use_helper = False
+            return None
+        self._finalizers.append(weakref.finalize(self, self._server.close))
+        return self._server
+
+    def _start(self, server: ForkServer, argv, env, cwd, cpus, out_w, err_w) -> int:
+        """Start the run; a server found dead (killed between runs) is replaced once."""
+        try:
+            return server.start(argv, env, cwd, cpus, out_w, err_w)
+        except ServerGone:
+            self._drop_server()
+            replacement = self._fork_server()
+            if replacement is None:
+                raise
+            return replacement.start(argv, env, cwd, cpus, out_w, err_w)
+
+    def _drop_server(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+    def _watch(self, pid: int, fds: tuple[int, int], cap_bytes: int, timeout_s: float) -> _Watch:
+        self._pgid = pid
+        watch = _Watch(fds, cap_bytes, timeout_s, pid)
+        assert self._watcher is not None
+        self._watcher.jobs.put(watch)
+        return watch
+
+    def _finished(self, watch: _Watch, status: int, r: Report) -> Execution:
+        watch.done.set()
+        self._pgid = None  # the server killed what was left of the process group before reaping it
+        watch.finished.wait(timeout=5)
+        out, err = watch.fds
+        return Execution(status, r.wall_s, r.user_s, r.sys_s, r.max_rss_kb, r.nvcsw, r.nivcsw, watch.expired,
+                         bytes(watch.kept[out]), bytes(watch.kept[err]), watch.total[out], watch.total[err],
+                         stderr_tail=watch.tail[err])
+
+    def _direct(self, argv, env, cwd, timeout_s, cap_bytes, cpus, pipes) -> Execution:
+        """No server (no C compiler): posix_spawn from perfab itself, max RSS only when above perfab's own."""
+        out_r, out_w, err_r, err_w = pipes
         own_rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         started = time.perf_counter()
         try:
-            if helper:
-                os.set_inheritable(rep_w, True)
-                pid = _spawn([helper, str(rep_w), *argv], env, cwd, out_w, err_w, cpus)
-            else:
-                pid = _spawn(argv, env, cwd, out_w, err_w, cpus)
+            pid = _spawn(argv, env, cwd, out_w, err_w, cpus)
         except OSError as e:
-            for fd in (out_r, err_r, rep_r):
-                if fd >= 0:
-                    os.close(fd)
+            os.close(out_r)
+            os.close(err_r)
             return _not_started(argv, e.strerror or str(e))
         finally:
-            for fd in (out_w, err_w, rep_w):
-                if fd >= 0:
-                    os.close(fd)
-        self._pgid = pid
-        watch = _Watch((out_r, err_r), cap_bytes, timeout_s, pid)
-        self._watcher.jobs.put(watch)
+            os.close(out_w)
+            os.close(err_w)
+        watch = self._watch(pid, (out_r, err_r), cap_bytes, timeout_s)
         _, status, ru = os.wait4(pid, 0)
         wall = time.perf_counter() - started
-        watch.done.set()
-        self._pgid = None
         _killpg(pid, signal.SIGKILL)  # leftovers would disturb the next run and hold the pipes
-        report = _read_report(rep_r) if helper else None
-        watch.finished.wait(timeout=5)
-        if isinstance(report, int):
-            return _not_started(argv, os.strerror(report))
-        if isinstance(report, Report):
-            wall, user, system, rss, nv, niv = (report.wall_s, report.user_s, report.sys_s, report.max_rss_kb,
-                                                report.nvcsw, report.nivcsw)
-        else:
-            # Spawned directly (or the helper was killed): Linux folds the spawning process's RSS
-            # high-water mark into the child's maxrss, so a peak at or below perfab's own says nothing.
-            user, system, nv, niv = ru.ru_utime, ru.ru_stime, ru.ru_nvcsw, ru.ru_nivcsw
-            rss = ru.ru_maxrss if ru.ru_maxrss > own_rss_kb else None
-        return Execution(status, wall, user, system, rss, nv, niv, watch.expired, bytes(watch.kept[out_r]),
-                         bytes(watch.kept[err_r]), watch.total[out_r], watch.total[err_r],
-                         stderr_tail=watch.tail[err_r])
+        # Linux folds the spawning process's RSS high-water mark into the child's maxrss,
+        # so a peak at or below perfab's own says nothing.
+        rss = ru.ru_maxrss if ru.ru_maxrss > own_rss_kb else None
+        report = Report(wall, ru.ru_utime, ru.ru_stime, rss, ru.ru_nvcsw, ru.ru_nivcsw)
+        return self._finished(watch, status, report)
 
 
 def _not_started(argv: list[str], why: str) -> Execution:
@@ -210,22 +293,39 @@ def _not_started(argv: list[str], why: str) -> Execution:
                      error=f"cannot execute {argv[0]!r}: {why}")
 
 
-def _read_report(fd: int) -> Report | int | None:
-    with os.fdopen(fd, "rb") as f:
-        return parse_report(f.read(256))
+def _why(e: CannotStart | ServerGone, cwd: str | None) -> str:
+    if isinstance(e, ServerGone):
+        return f"perfab-exec exited ({e}); run it again"
+    text = os.strerror(e.errno)
+    if e.stage == "chdir":
+        return f"cannot enter {cwd!r}: {text}"
+    if e.stage == "affinity":
+        return f"cannot pin it to the CPUs asked for: {text}"
+    return text
+
+
+def _here() -> str:
+    """perfab's working directory, sent with every run (the server's may be stale); '' if deleted."""
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        return ""
 
 
 def _spawn(argv: list[str], env: dict[str, str], cwd: str | None, out_w: int, err_w: int,
            cpus: set[int] | None) -> int:
-    """posix_spawnp the command in a new session; stdin from /dev/null.
+    """posix_spawn the command in a new session; stdin from /dev/null.
 
     posix_spawn (vfork-style) costs a fraction of fork() from a large Python
     process.  The child inherits this thread's CPU affinity and the
     process's working directory, so both are set around the call and
-    restored.
+    restored.  The program is looked up in ``env``'s PATH, as the server does.
     """
     previous = os.sched_getaffinity(0) if cpus else None
     here = os.getcwd() if cwd else None
+    program = argv[0]
+    if os.sep not in program:
+        program = shutil.which(program, path=env.get("PATH", os.defpath)) or program
     try:
         if cpus:
             os.sched_setaffinity(0, cpus)
@@ -233,7 +333,8 @@ def _spawn(argv: list[str], env: dict[str, str], cwd: str | None, out_w: int, er
             os.chdir(cwd)
         actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                    (os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, err_w, 2)]
-        return os.posix_spawnp(argv[0], argv, env, file_actions=actions, setsid=True)
+        return os.posix_spawnp(program, argv, env, file_actions=actions, setsid=True, setsigmask=(),
+                               setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
     finally:
         if here is not None:
             os.chdir(here)

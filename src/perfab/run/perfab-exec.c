@@ -1,28 +1,65 @@
 /*
- * perfab-exec: run one command from a small process and report its rusage.
+ * perfab-exec: a small fork server that runs perfab's workloads and reports
+ * each one's own rusage.
  *
  * Linux folds the memory high-water mark of the process that calls exec
- * into the new program's maxrss, so a workload spawned straight from
- * perfab (a large Python process) would report perfab's peak RSS.  This
- * program is small: it vforks, the child execs the workload, and the
- * parent reports the child's own rusage and wall time on the file
- * descriptor named by its first argument, then exits as the child did.
+ * into the new program's maxrss, so a workload spawned straight from perfab
+ * (a large Python process) would report perfab's peak RSS.  This server is
+ * small: perfab starts it once, and for every run it vforks a child that
+ * execs the workload, so the workload's maxrss is its own.  Starting once
+ * saves an exec per run.
  *
- * Usage: perfab-exec FD PROGRAM [ARG...]
- * Writes: "wall_ns utime_us stime_us maxrss_kb nvcsw nivcsw\n" on FD, or
- *         "exec ERRNO\n" when PROGRAM cannot be executed.
+ * Usage: perfab-exec, with the control socket (AF_UNIX, SOCK_STREAM) on
+ * fd 3.  One request at a time, native byte order:
+ *
+ *   request  u32 length, then length bytes: u32 argc, u32 envc,
+ *            u32 mask_bytes, the CPU mask (empty: no pinning), then
+ *            NUL-terminated strings: cwd (empty: the server's), argv[argc],
+ *            env[envc].  The workload's stdout and stderr arrive with it as
+ *            two descriptors (SCM_RIGHTS).
+ *   replies  nine int64: kind, value, detail, wall_ns, utime_us, stime_us,
+ *            maxrss_kb, nvcsw, nivcsw.
+ *            STARTED pid        the child runs, leading its own session;
+ *            FAILED errno stage nothing runs (chdir, affinity or exec failed);
+ *            DONE status        after STARTED: the raw wait status, rusage.
+ *
+ * The child: setsid, chdir, sched_setaffinity, stdout/stderr from the
+ * request (stdin stays /dev/null), execvpe with PATH taken from the
+ * request's environment.  When the workload ends, whatever is left in its
+ * process group is killed before it is reaped.  At EOF on the socket (perfab
+ * closed it or died) the server exits, killing the process group of the
+ * run in flight, if any, and nothing else.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
-#include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#define CONTROL 3
+#define MAX_REQUEST (256 << 20)
+
+enum { STARTED = 1, FAILED = 2, DONE = 3 };
+enum { STAGE_EXEC = 1, STAGE_CHDIR = 2, STAGE_AFFINITY = 3, STAGE_FDS = 4 };
+
+struct run {
+	char *cwd;		/* "" keeps the server's */
+	char **argv;
+	char **envp;
+	void *mask;		/* NULL: no pinning */
+	size_t mask_bytes;
+	int out, err;		/* the workload's stdout and stderr */
+};
 
 static long long now_ns(void)
 {
@@ -32,49 +69,247 @@ static long long now_ns(void)
 	return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-int main(int argc, char **argv)
+static void reply(pid_t running, int64_t kind, int64_t value, int64_t detail, long long wall_ns,
+		  const struct rusage *ru)
 {
-	int report, errpipe[2], err = 0, status;
+	int64_t r[9] = { kind, value, detail, wall_ns };
+
+	if (ru) {
+		r[4] = (int64_t)ru->ru_utime.tv_sec * 1000000 + ru->ru_utime.tv_usec;
+		r[5] = (int64_t)ru->ru_stime.tv_sec * 1000000 + ru->ru_stime.tv_usec;
+		r[6] = ru->ru_maxrss;
+		r[7] = ru->ru_nvcsw;
+		r[8] = ru->ru_nivcsw;
+	}
+	if (send(CONTROL, r, sizeof(r), MSG_NOSIGNAL) == (ssize_t)sizeof(r))
+		return;
+	if (running > 0) {	/* perfab is gone: so is its run */
+		killpg(running, SIGKILL);
+		waitpid(running, NULL, 0);
+	}
+	_exit(0);
+}
+
+static int read_full(char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = read(CONTROL, buf, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* The request's length and its two descriptors; 0 at EOF. */
+static int read_header(uint32_t *len, int fds[2])
+{
+	char control[CMSG_SPACE(2 * sizeof(int))];
+	struct iovec iov = { len, sizeof(*len) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+			      .msg_controllen = sizeof(control) };
+	struct cmsghdr *c;
+	ssize_t n;
+
+	do
+		n = recvmsg(CONTROL, &msg, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		return 0;
+	c = CMSG_FIRSTHDR(&msg);
+	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(2 * sizeof(int)))
+		return 0;
+	memcpy(fds, CMSG_DATA(c), 2 * sizeof(int));
+	if (n < (ssize_t)sizeof(*len) && read_full((char *)len + n, sizeof(*len) - n) < 0)
+		return 0;
+	return 1;
+}
+
+/* Split the request body into r's fields; pointers into body.  -1 if malformed. */
+static int parse(char *body, uint32_t len, struct run *r)
+{
+	uint32_t head[3], i, count;
+	char *p = body + sizeof(head), *end = body + len;
+
+	if (len < sizeof(head))
+		return -1;
+	memcpy(head, body, sizeof(head));
+	if (head[0] == 0 || head[0] > len || head[1] > len || head[2] > (uint32_t)(end - p))
+		return -1;
+	r->mask_bytes = head[2];
+	r->mask = head[2] ? p : NULL;
+	p += head[2];
+	r->argv = calloc((size_t)head[0] + head[1] + 2, sizeof(char *));
+	if (!r->argv)
+		return -1;
+	r->envp = r->argv + head[0] + 1;
+	count = 1 + head[0] + head[1];
+	for (i = 0; i < count; i++) {
+		char *s = p, *nul = memchr(p, 0, (size_t)(end - p));
+
+		if (!nul)
+			return -1;
+		p = nul + 1;
+		if (i == 0)
+			r->cwd = s;
+		else if (i <= head[0])
+			r->argv[i - 1] = s;
+		else
+			r->envp[i - 1 - head[0]] = s;
+	}
+	return 0;
+}
+
+/* execvpe searches the server's own PATH: make it the request's. */
+static void use_path_of(char **envp)
+{
+	for (; *envp; envp++)
+		if (strncmp(*envp, "PATH=", 5) == 0) {
+			setenv("PATH", *envp + 5, 1);
+			return;
+		}
+	unsetenv("PATH");	/* execvpe then searches the default path */
+}
+
+static void fail(int pipe_w, int stage)
+{
+	int e[2] = { errno, stage };
+
+	if (write(pipe_w, e, sizeof(e)) < 0)
+		_exit(127);
+	_exit(127);
+}
+
+/* In the vforked child: only system calls, then exec or _exit. */
+static void child(const struct run *r, int pipe_w)
+{
+	if (setsid() < 0)
+		fail(pipe_w, STAGE_FDS);
+	if (r->cwd[0] && chdir(r->cwd) < 0)
+		fail(pipe_w, STAGE_CHDIR);
+	if (r->mask && sched_setaffinity(0, r->mask_bytes, r->mask) < 0)
+		fail(pipe_w, STAGE_AFFINITY);
+	if (dup2(r->out, 1) < 0 || dup2(r->err, 2) < 0)
+		fail(pipe_w, STAGE_FDS);
+	execvpe(r->argv[0], r->argv, r->envp);
+	fail(pipe_w, STAGE_EXEC);
+}
+
+/* Sleep until the child exits; at EOF on the control socket kill its group and exit. */
+static void await_exit(pid_t pid)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	struct pollfd p[2] = { { pidfd, POLLIN, 0 }, { CONTROL, POLLRDHUP, 0 } };
+	siginfo_t info;
+
+	while (pidfd >= 0) {
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[0].revents)
+			break;
+		if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+			killpg(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			_exit(0);
+		}
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+	while (waitid(P_PID, pid, &info, WEXITED | WNOWAIT) < 0 && errno == EINTR)
+		;
+}
+
+static void run(struct run *r)
+{
+	int errpipe[2], e[2], status;
 	struct rusage ru;
 	long long start, wall;
 	pid_t pid;
 
-	if (argc < 3)
-		return 125;
-	report = atoi(argv[1]);
-	if (pipe2(errpipe, O_CLOEXEC) < 0 || fcntl(report, F_SETFD, FD_CLOEXEC) < 0)
-		return 125;
+	if (pipe2(errpipe, O_CLOEXEC) < 0) {
+		reply(0, FAILED, errno, STAGE_FDS, 0, NULL);
+		return;
+	}
+	use_path_of(r->envp);
 	start = now_ns();
-	pid = vfork();	/* the child only execs or reports exec's errno and exits */
-	if (pid < 0)
-		return 125;
-	if (pid == 0) {
-		execvp(argv[2], argv + 2);
-		err = errno;
-		if (write(errpipe[1], &err, sizeof(err)) < 0)
-			_exit(127);
-		_exit(127);
-	}
+	pid = vfork();
+	if (pid == 0)
+		child(r, errpipe[1]);
 	close(errpipe[1]);
-	if (read(errpipe[0], &err, sizeof(err)) == sizeof(err)) {
-		dprintf(report, "exec %d\n", err);
-		waitpid(pid, &status, 0);
-		return 127;
+	if (pid < 0) {
+		close(errpipe[0]);
+		reply(0, FAILED, errno, STAGE_FDS, 0, NULL);
+		return;
 	}
+	if (read(errpipe[0], e, sizeof(e)) == (ssize_t)sizeof(e)) {
+		close(errpipe[0]);
+		waitpid(pid, NULL, 0);
+		reply(0, FAILED, e[0], e[1], 0, NULL);
+		return;
+	}
+	close(errpipe[0]);
+	close(r->out);
+	close(r->err);
+	r->out = r->err = -1;
+	reply(pid, STARTED, pid, 0, 0, NULL);
+	await_exit(pid);
+	wall = now_ns() - start;
+	killpg(pid, SIGKILL);	/* leftovers would disturb the next run and hold its pipes */
 	while (wait4(pid, &status, 0, &ru) < 0)
 		if (errno != EINTR)
-			return 125;
-	wall = now_ns() - start;
-	dprintf(report, "%lld %lld %lld %ld %ld %ld\n", wall,
-		(long long)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec,
-		(long long)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec,
-		ru.ru_maxrss, ru.ru_nvcsw, ru.ru_nivcsw);
-	if (WIFSIGNALED(status)) {
-		struct rlimit none = { 0, 0 };
+			_exit(125);
+	reply(0, DONE, status, 0, wall, &ru);
+}
 
-		setrlimit(RLIMIT_CORE, &none);	/* the workload already dumped its core, if any */
-		signal(WTERMSIG(status), SIG_DFL);
-		kill(getpid(), WTERMSIG(status));
+/* Signals at their defaults and none blocked, inherited as such by every workload. */
+static void setup(void)
+{
+	sigset_t none;
+	int sig, fd;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	fcntl(CONTROL, F_SETFD, FD_CLOEXEC);
+	while ((fd = open("/dev/null", O_RDWR)) >= 0 && fd <= 2)
+		;	/* 0, 1 and 2 open: received descriptors never land on them */
+	if (fd > 2)
+		close(fd);
+}
+
+int main(void)
+{
+	struct run r;
+	uint32_t len;
+	int fds[2];
+	char *body;
+
+	setup();
+	while (read_header(&len, fds)) {
+		memset(&r, 0, sizeof(r));
+		r.out = fds[0];
+		r.err = fds[1];
+		body = len <= MAX_REQUEST ? malloc((size_t)len + 1) : NULL;
+		if (!body || read_full(body, len) < 0)
+			return 1;
+		if (parse(body, len, &r) == 0)
+			run(&r);
+		else
+			reply(0, FAILED, EINVAL, STAGE_FDS, 0, NULL);
+		if (r.out >= 0)
+			close(r.out);
+		if (r.err >= 0)
+			close(r.err);
+		free(r.argv);
+		free(body);
 	}
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 125;
+	return 0;
 }

@@ -1,10 +1,13 @@
-"""The small exec helper (``perfab-exec.c``) that keeps a workload's rusage its own.
+"""The fork server (``perfab-exec.c``) that keeps a workload's rusage its own.
 
 Linux folds the RSS high-water mark of the process that calls exec into the
 new program's maxrss (fs/exec.c, ``setmax_mm_hiwater_rss``), so a workload
 spawned straight from perfab would report perfab's own peak RSS.  The helper
-is a few kilobytes of C: it vforks, its child execs the workload, and it
-reports the child's rusage and wall time (fork to reap) on a pipe.
+is a few kilobytes of C, started once per executor (``ForkServer``): for each
+run it vforks a child that execs the workload, and it answers on a socket
+with the child's pid, then its wait status, rusage and wall time (fork to
+reap).  perfab sleeps in a blocking ``recv`` meanwhile.  One exec per run
+instead of two keeps the harness's cost per run under a millisecond.
 
 It is compiled on first use with the system C compiler into perfab's cache
 directory, keyed by the source's hash; without a compiler perfab spawns the
@@ -15,7 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import select
 import shutil
+import signal
+import socket
+import struct
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -29,10 +36,10 @@ SOURCE = Path(__file__).with_name("perfab-exec.c")
 class Report:
     """What the helper measured for the workload it ran."""
 
-    wall_s: float  # fork to reap
+    wall_s: float  # from fork to the child's exit
     user_s: float  # the workload's user CPU time
     sys_s: float  # the workload's system CPU time
-    max_rss_kb: int  # the workload's own peak RSS
+    max_rss_kb: int | None  # the workload's own peak RSS, KiB; None when it cannot be told from perfab's
     nvcsw: int  # voluntary context switches
     nivcsw: int  # involuntary context switches
 
@@ -52,29 +59,159 @@ def helper_path() -> str | None:
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
         return None
+    tmp = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".perfab-exec-")
         os.close(fd)
         build = [cc, "-O2", "-o", tmp, str(SOURCE)]
-        # Static when the C library allows it: no dynamic loader on every run.
+        # Static when the C library allows it: no dynamic loader, a smaller process.
         if subprocess.run([*build, "-static"], capture_output=True, timeout=120).returncode != 0:
             subprocess.run(build, check=True, capture_output=True, timeout=120)
         os.replace(tmp, target)  # atomic: concurrent builders agree
     except (OSError, subprocess.SubprocessError):
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
         return None
     return str(target)
 
 
-def parse_report(line: bytes) -> Report | int | None:
-    """A ``Report``, an errno (the program could not be executed), or None (no report: killed)."""
-    fields = line.split()
+
+
+# Reply kinds and the stages a start can fail at (perfab-exec.c).
+STARTED, FAILED, DONE = 1, 2, 3
+STAGES = {1: "exec", 2: "chdir", 3: "affinity", 4: "descriptors"}
+_REPLY = struct.Struct("=9q")  # kind, value, detail, wall_ns, utime_us, stime_us, maxrss_kb, nvcsw, nivcsw
+_HEAD = struct.Struct("=4I")  # length of what follows, argc, envc, mask bytes
+
+
+class CannotStart(Exception):
+    """The server could not start the workload: ``errno`` at ``stage``."""
+
+    def __init__(self, errno: int, stage: str):
+        super().__init__(errno, stage)
+        self.errno, self.stage = errno, stage
+
+
+class ServerGone(ConnectionError):
+    """The server closed its end (it was killed) or answered out of turn."""
+
+
+class ForkServer:
+    """One running perfab-exec, serving one run at a time over a socketpair.
+
+    Per run: ``start`` sends the request and returns the workload's pid (it
+    leads its own process group), ``finish`` sleeps until the wait status
+    and the rusage arrive.  ``close`` ends the server: at EOF on its socket
+    it exits, killing only the process group of a run in flight.
+    """
+
+    def __init__(self, path: str):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            actions = [(os.POSIX_SPAWN_DUP2, theirs.fileno(), 3),
+                       (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                       (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)]
+            # Its own session: a ^C at the terminal reaches perfab, not the server.
+            self.pid = os.posix_spawn(path, [path], dict(os.environ), file_actions=actions, setsid=True,
+                                      setsigmask=(), setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self.sock = ours
+        self.closed = False
+
+    def start(self, argv: list[str], env: dict[str, str], cwd: str, cpus: set[int] | None,
+              out_w: int, err_w: int) -> int:
+        """Run ``argv``; its pid.  Raises CannotStart, or ServerGone when the server is dead."""
+        data = encode_request(argv, env, cwd, cpus)
+        try:
+            sent = socket.send_fds(self.sock, [data], [out_w, err_w])
+            if sent < len(data):
+                self.sock.sendall(memoryview(data)[sent:])
+        except OSError as e:  # EPIPE, ECONNRESET: the server died
+            raise ServerGone(str(e)) from e
+        kind, value, detail, *_ = self._reply()
+        if kind == FAILED:
+            raise CannotStart(value, STAGES.get(detail, "exec"))
+        if kind != STARTED:
+            raise ServerGone(f"perfab-exec answered {kind} to a start")
+        return value
+
+    def finish(self) -> tuple[int, Report]:
+        """Sleep until the workload ends; its raw wait status and rusage."""
+        kind, status, _, wall_ns, utime_us, stime_us, rss_kb, nv, niv = self._reply()
+        if kind != DONE:
+            raise ServerGone(f"perfab-exec answered {kind} for a finished run")
+        return status, Report(wall_ns / 1e9, utime_us / 1e6, stime_us / 1e6, rss_kb, nv, niv)
+
+    def _reply(self) -> tuple[int, ...]:
+        data = b""
+        while len(data) < _REPLY.size:  # MSG_WAITALL may still return early at a signal
+            chunk = self.sock.recv(_REPLY.size - len(data), socket.MSG_WAITALL)
+            if not chunk:
+                raise ServerGone("perfab-exec exited")
+            data += chunk
+        return _REPLY.unpack(data)
+
+    def close(self, grace_s: float = 2.0) -> None:
+        """Close the socket (the server exits at EOF) and reap it; SIGKILL it after ``grace_s``."""
+        if self.closed:
+            return
+        self.closed = True
+        self.sock.close()
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except OSError:
+            pidfd = None
+        if pidfd is not None:
+            with os.fdopen(pidfd, "rb", buffering=0) as f:
+                exited = bool(select.select([f], [], [], grace_s)[0])
+        else:
+            exited = False
+        if not exited:
+            _kill(self.pid)
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def encode_request(argv: list[str], env: dict[str, str], cwd: str, cpus: set[int] | None) -> bytes:
+    """One request in perfab-exec's format; ValueError where exec would be given a bad string."""
+    if not argv:
+        raise ValueError("argv must not be empty")
+    strings = [os.fsencode(cwd), *map(os.fsencode, argv)]
+    for key, value in env.items():
+        k = os.fsencode(key)
+        if not k or b"=" in k:
+            raise ValueError(f"illegal environment variable name {key!r}")
+        strings.append(k + b"=" + os.fsencode(value))
+    blob = b"\0".join(strings) + b"\0"
+    if blob.count(b"\0") != len(strings):
+        raise ValueError("embedded null byte")
+    mask = cpu_mask(cpus)
+    head = _HEAD.pack(_HEAD.size - 4 + len(mask) + len(blob), len(argv), len(env), len(mask))
+    return head + mask + blob
+
+
+def cpu_mask(cpus: set[int] | None) -> bytes:
+    """The kernel's cpumask for ``cpus``: native unsigned longs, bit n for CPU n; empty for None."""
+    if not cpus:
+        return b""
+    if min(cpus) < 0:
+        raise ValueError(f"negative CPU number in {sorted(cpus)}")
+    bits = 8 * struct.calcsize("@L")
+    words = [0] * (max(cpus) // bits + 1)
+    for cpu in cpus:
+        words[cpu // bits] |= 1 << (cpu % bits)
+    return struct.pack(f"@{len(words)}L", *words)
+
+
+def _kill(pid: int) -> None:
     try:
-        if len(fields) == 2 and fields[0] == b"exec":
-            return int(fields[1])
-        if len(fields) == 6:
-            wall, utime, stime, rss, nv, niv = (int(f) for f in fields)
-            return Report(wall / 1e9, utime / 1e6, stime / 1e6, rss, nv, niv)
-    except ValueError:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
         pass
-    return None
