@@ -104,7 +104,7 @@ def keyed_sizes(f: E.ElfFile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return idx, letters, np.zeros(0, dtype=np.uint64)
     keep = ~_skipped(s.strtab, s.name_offset[idx])
     idx, letters = idx[keep], letters[keep]
-    h = K.name_hashes(s.strtab, s.name_offset[idx], fold_counters=False)
+    h = K.name_hashes(s.strtab, s.name_offset[idx], fold_counters=False, heads=False)
     key = h.name.copy()
     for j in np.flatnonzero(h.odd).tolist():  # names starting inside a longer string's .NUMBER run
         key[j] = K.hash_str(NUMBER_RE.sub("", s.name(int(idx[j]))))

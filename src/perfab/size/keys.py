@@ -58,13 +58,14 @@ def _removed(c: np.ndarray) -> np.ndarray:
     return removed
 
 
-def name_hashes(strtab: bytes, offsets: np.ndarray, fold_counters: bool = True) -> NameHashes:
+def name_hashes(strtab: bytes, offsets: np.ndarray, fold_counters: bool = True, heads: bool = True) -> NameHashes:
     """Hashes of the NUL-terminated names at ``offsets`` in ``strtab``.
 
     Horner's rule runs over all names at once, one byte position per step;
     names are sorted longest first so step ``k`` touches only the names
     longer than ``k`` (a prefix of the sorted arrays).  ``fold_counters``
-    False keeps ``__UNIQUE_ID_`` counters (bloat-o-meter's rules).
+    False keeps ``__UNIQUE_ID_`` counters (bloat-o-meter's rules); ``heads``
+    False leaves ``head`` zero (cheaper).
     """
     c = np.frombuffer(strtab, dtype=np.uint8)
     n = len(offsets)
@@ -77,7 +78,7 @@ def name_hashes(strtab: bytes, offsets: np.ndarray, fold_counters: bool = True) 
     end = nul[np.minimum(np.searchsorted(nul, a), len(nul) - 1)]
     if fold_counters:
         _remove_counter(c, a, end, removed)
-    head_start, head_end = _head_span(c, a, end)
+    head_start, head_end = _head_span(c, a, end) if heads else (a, a)
     order = np.argsort(a - end, kind="stable")  # longest first
     start, length = a[order], (end - a)[order]
     hs, he = (head_start - a)[order], (head_end - a)[order]
@@ -90,8 +91,9 @@ def name_hashes(strtab: bytes, offsets: np.ndarray, fold_counters: bool = True) 
             ch = c[pos].astype(np.uint64)
             take = ~removed[pos]
             name[:m] = np.where(take, name[:m] * p + ch, name[:m])
-            in_head = take & (k >= hs[:m]) & (k < he[:m])
-            head[:m] = np.where(in_head, head[:m] * p + ch, head[:m])
+            if heads:
+                in_head = take & (k >= hs[:m]) & (k < he[:m])
+                head[:m] = np.where(in_head, head[:m] * p + ch, head[:m])
     out_name, out_head = np.empty(n, dtype=np.uint64), np.empty(n, dtype=np.uint64)
     out_name[order], out_head[order] = name, head
     odd = removed[a] & (c[a] != 46)
