@@ -54,3 +54,10 @@ def test_every_symbol_of_a_built_binary(build):
     bases = {n: family_base(strip_name(n)) for n in names}
     assert all(int(hd) == hash_str(_head(n)) for hd, n in zip(h.head, names))
     assert bases["get_tag.isra.0"] == "get_tag"
+
+
+def test_regression_unique_id_counter_before_a_dot_number():
+    """vmlinux has ``__UNIQUE_ID_ddebug503.14``: the counter sits before an already-removed ``.14``."""
+    blob, offsets = _strtab(["__UNIQUE_ID_ddebug503.14", "__UNIQUE_ID_ddebug7"])
+    h = name_hashes(blob, offsets)
+    assert int(h.name[0]) == int(h.name[1]) == hash_str("__UNIQUE_ID_ddebug")

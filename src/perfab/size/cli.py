@@ -45,13 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
     """Run ``perfab size`` with ``argv``; returns the exit status."""
+    parser = build_parser()
+    if "-h" in argv or "--help" in argv:
+        stdout.write(parser.format_help())
+        return 0
     try:
-        args = build_parser().parse_args(argv)
+        args = parser.parse_args(argv)
     except _UsageExit as err:
         stderr.write(f"perfab size: {err}; see perfab size --help\n")
         return 2
-    except SystemExit as done:  # --help
-        return int(done.code or 0)
     limit = args.limit if args.limit is not None else (0 if args.compat else 50)
     if limit < 0:
         stderr.write("perfab size: --limit must be >= 0 (0 prints every row)\n")
