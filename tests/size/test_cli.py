@@ -63,8 +63,9 @@ def test_json_carries_families_causes_and_checks(pair):
 
 
 def test_markdown_has_tables(pair):
-    code, out, _ = run("--format", "markdown", "--no-dwarf", *pair())
+    code, out, _ = run("--format", "markdown", "--no-dwarf", "--limit", "3", *pair())
     assert code == 0 and "| Family | old | new | delta | cause | members |" in out and "`Total: Before=" in out
+    assert "| Sizes (like size(1)) | old | new | delta |" in out and "\\|delta\\|" in out
 
 
 def test_limit_states_what_was_cut(pair):

@@ -150,26 +150,43 @@ def format_text(d: SizeDiff, limit: int = 50) -> str:
 
 
 def format_markdown(d: SizeDiff, limit: int = 50) -> str:
-    """The report as markdown tables (for a mailing-list-free review, a PR comment)."""
+    """The report as markdown tables (a review comment, a cover letter draft)."""
     out = [f"### perfab size: `{d.old_path}` -> `{d.new_path}`", ""]
     for t in d.tables:
-        kept, cut = _cut(list(t.rows), limit, lambda r: r[3])
-        out += [f"`{C.header_line(t)}`", "", f"| {t.title} | old | new | delta |", "|---|---:|---:|---:|"]
-        out += [f"| `{n}` | {_n(o)} | {_n(nw)} | {dl:+d} |" for n, o, nw, dl in kept]
-        if cut:
-            out.append(f"| {_cut_line('rows', cut, lambda r: r[3])} | | | |")
-        out += ["", f"`{C.total_line(t.old_total_bytes, t.new_total_bytes)}`", ""]
+        out += _md_table(t, limit)
     if not d.compat:
-        kept, cut = _cut(list(d.families), limit, lambda f: f.delta_bytes)
-        out += ["| Family | old | new | delta | cause | members |", "|---|---:|---:|---:|---|---|"]
-        for f in kept:
-            members = ", ".join(f"`{m.name}` {m.delta_bytes:+d}" for m in f.members if len(f.members) > 1)
-            out.append(f"| `{_fam_name(f, d)}` | {_n(f.old_bytes)} | {_n(f.new_bytes)} | {f.delta_bytes:+d} | {f.cause.text} | {members} |")
-        if cut:
-            out.append(f"| {_cut_line('families', cut, lambda f: f.delta_bytes)} | | | | | |")
-        out += [""] + [line for line in _check_lines(d)]
-    out += [f"- {w}" for w in d.warnings]
+        totals = d.kind_totals()
+        out += ["| Sizes (like size(1)) | old | new | delta |", "|---|---:|---:|---:|"]
+        out += [f"| {k} | {o} | {n} | {n - o:+d} |" for k, (o, n) in totals.items()]
+        out += [""] + [f"- {line.strip()}" for line in _cause_summary(list(d.families))[1:]] + [""]
+        out += _md_families(d, limit) + [""] + _check_lines(d)
+    if d.warnings:
+        out += ["", "Not done:"] + [f"- {w}" for w in d.warnings]
     return "\n".join(out) + "\n"
+
+
+def _md_cut(text: str) -> str:
+    return text.replace("|", "\\|")  # a bare | would end the table cell
+
+
+def _md_table(t: C.SymbolTable, limit: int) -> list[str]:
+    kept, cut = _cut(list(t.rows), limit, lambda r: r[3])
+    out = [f"`{C.header_line(t)}`", "", f"| {t.title} | old | new | delta |", "|---|---:|---:|---:|"]
+    out += [f"| `{n}` | {_n(o)} | {_n(nw)} | {dl:+d} |" for n, o, nw, dl in kept]
+    if cut:
+        out.append(f"| {_md_cut(_cut_line('rows', cut, lambda r: r[3]))} | | | |")
+    return out + ["", f"`{C.total_line(t.old_total_bytes, t.new_total_bytes)}`", ""]
+
+
+def _md_families(d: SizeDiff, limit: int) -> list[str]:
+    kept, cut = _cut(list(d.families), limit, lambda f: f.delta_bytes)
+    out = ["| Family | old | new | delta | cause | members |", "|---|---:|---:|---:|---|---|"]
+    for f in kept:
+        members = ", ".join(f"`{m.name}` {m.delta_bytes:+d}" for m in f.members if len(f.members) > 1)
+        out.append(f"| `{_fam_name(f, d)}` | {_n(f.old_bytes)} | {_n(f.new_bytes)} | {f.delta_bytes:+d} | {f.cause.text} | {members} |")
+    if cut:
+        out.append(f"| {_md_cut(_cut_line('families', cut, lambda f: f.delta_bytes))} | | | | | |")
+    return out
 
 
 def to_json(d: SizeDiff) -> str:
