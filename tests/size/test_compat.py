@@ -93,3 +93,13 @@ def test_compat_matches_in_the_other_direction_and_on_itself(bloat_o_meter, pair
     same = run_compat(old, old)
     assert same == run_bloat_o_meter(bloat_o_meter, old, old)
     assert same.startswith("add/remove: 0/0 grow/shrink: 0/0 up/down: 0/0 (0)\n")
+
+
+def test_header_and_total_lines_print_like_seed_001():
+    """The numbers quoted in the x86 asm_inline() changelog (seeds/001), printed back."""
+    from perfab.size.compat import SymbolTable, header_line, total_line
+
+    t = SymbolTable("Function", 82, 283, 870, 372, 76272, 43618, (), 22770320, 22802974)
+    assert header_line(t) == "add/remove: 82/283 grow/shrink: 870/372 up/down: 76272/-43618 (32654)"
+    assert total_line(t.old_total_bytes, t.new_total_bytes) == "Total: Before=22770320, After=22802974, chg +0.14%"
+    assert total_line(23838694, 23977159) == "Total: Before=23838694, After=23977159, chg +0.58%"  # seed 000
