@@ -28,14 +28,14 @@ def test_bimodality_screen_is_quiet_on_single_normal_samples():
     rng = np.random.default_rng(2024)
     for n in (10, 12, 20, 40):
         fired = sum(bimodal(rng.normal(1.0, 0.005, n), "a") is not None for _ in range(300))
-        assert fired / 300 <= 0.06, (n, fired)
+        assert fired / 300 <= (0.01 if n >= 20 else 0.0), (n, fired)  # below 20 values it never fires
 
 
 def test_bimodality_screen_still_sees_well_separated_clusters():
     from perfab.analyse.checks import bimodal
 
     rng = np.random.default_rng(7)
-    for n in (12, 20):
+    for n in (20, 40):
         fired = sum(bimodal(np.concatenate([rng.normal(0, 1, n // 2), rng.normal(8, 1, n - n // 2)]), "a")
                     is not None for _ in range(200))
         assert fired / 200 >= 0.95, (n, fired)

@@ -71,8 +71,8 @@ def test_n_drops_only_for_the_excluded_metric_and_what_is_computed_from_it(parti
 
 def test_text_report_names_each_exclusion_with_its_reason_and_run_count(partial):
     text = unwrap(report(partial[0]))
-    assert f"Excluded {L1I_K}: {MULTIPLEXED} (2 runs)" in text
-    assert f"Excluded cycles: {NOT_COUNTED} (1 runs)" in text
+    assert f"Excluded L1i-miss :k: {MULTIPLEXED} (2 runs)" in text  # the row's label, not the event
+    assert f"Excluded Cycles: {NOT_COUNTED} (1 run)" in text
     assert "Failed" not in text
 
 

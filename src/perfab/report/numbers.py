@@ -28,7 +28,8 @@ def fmt_delta(row: Row) -> str:
     est = row.estimate
     if est is None or est.delta is None:
         return "-"
-    return f"{100 * est.delta:+.2f}%"
+    text = f"{100 * est.delta:+.2f}%"
+    return "+0.00%" if text == "-0.00%" else text
 
 
 def measured_rows(rows: list[Row]) -> list[Row]:

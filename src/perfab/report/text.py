@@ -160,17 +160,19 @@ def _problems(info, rows: list[Row], rows_all: tuple[Row, ...]) -> list[str]:
         counts = Counter(reasons)
         detail = "; ".join(f"{n}x {why}" if n > 1 else why for why, n in counts.most_common())
         lines.append(f"Failed runs on {variant}: {len(reasons)} ({detail})")
+    labels = {r.metric: _short(r.label) for r in rows_all if r.workload == info.name}
     for what, count in info.excluded.items():
-        lines.append(f"Excluded {what} ({count} runs)")
+        metric, _, reason = what.partition(": ")
+        lines.append(f"Excluded {labels.get(metric, metric)}: {reason} ({count} run{'s' if count != 1 else ''})")
     empty = [r.label for r in rows_all if r.workload == info.name and r.verdict == "-"]
     if empty:
         lines.append(f"Not compared (no usable runs on a side): {', '.join(dict.fromkeys(empty))}")
-    grouped: dict[tuple[str, str], list[str]] = {}
+    grouped: dict[str, dict[str, None]] = {}  # warning -> labels (a baseline warning comes once per variant)
     for r in rows:
         for w in r.warnings:
-            grouped.setdefault((w, r.variant), []).append(_short(r.label))
-    for (w, variant), labels in grouped.items():
-        lines.append(f"{'/'.join(labels)} [{variant}]: {w}")
+            grouped.setdefault(w, {})[_short(r.label)] = None
+    for w, names in grouped.items():
+        lines.append(f"{'/'.join(names)}: {w}")
     if not lines:
         return []
     return ["", *[y for x in lines for y in _wrap(x)]]
