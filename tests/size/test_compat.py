@@ -31,6 +31,10 @@ def _from_debian(dest: Path) -> str | None:
         return "apt-get/dpkg-deb not available to fetch linux-source-6.1"
     with tempfile.TemporaryDirectory() as tmp:
         got = subprocess.run(["apt-get", "download", "linux-source-6.1"], cwd=tmp, capture_output=True, text=True)
+        if got.returncode != 0:  # a fresh machine has no package lists yet
+            subprocess.run(["apt-get", "update", "-qq"], capture_output=True)
+            got = subprocess.run(["apt-get", "download", "linux-source-6.1"], cwd=tmp, capture_output=True,
+                                 text=True)
         debs = list(Path(tmp).glob("linux-source-6.1_*.deb"))
         if got.returncode != 0 or not debs:
             return f"apt-get download linux-source-6.1 failed: {got.stderr.strip()[-200:]}"
