@@ -190,7 +190,7 @@ class RealExecutor:
         if server is None:
             return self._direct(argv, env, cwd, timeout_s, cap_bytes, cpus, (out_r, out_w, err_r, err_w))
         try:
-            pid = self._start(server, argv, env, cwd or _here(), cpus, out_w, err_w)
+            server, pid = self._start(server, argv, env, cwd or _here(), cpus, out_w, err_w)
         except BaseException as e:
             os.close(out_r)
             os.close(err_r)
@@ -231,16 +231,16 @@ class RealExecutor:
         self._finalizers.append(weakref.finalize(self, self._server.close))
         return self._server
 
-    def _start(self, server: ForkServer, argv, env, cwd, cpus, out_w, err_w) -> int:
-        """Start the run; a server found dead (killed between runs) is replaced once."""
+    def _start(self, server: ForkServer, argv, env, cwd, cpus, out_w, err_w) -> tuple[ForkServer, int]:
+        """Start the run: the server that runs it and the pid; a dead server (killed) is replaced once."""
         try:
-            return server.start(argv, env, cwd, cpus, out_w, err_w)
+            return server, server.start(argv, env, cwd, cpus, out_w, err_w)
         except ServerGone:
             self._drop_server()
             replacement = self._fork_server()
             if replacement is None:
                 raise
-            return replacement.start(argv, env, cwd, cpus, out_w, err_w)
+            return replacement, replacement.start(argv, env, cwd, cpus, out_w, err_w)
 
     def _drop_server(self) -> None:
         if self._server is not None:

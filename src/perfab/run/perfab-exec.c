@@ -9,8 +9,8 @@
  * execs the workload, so the workload's maxrss is its own.  Starting once
  * saves an exec per run.
  *
- * Usage: perfab-exec, with the control socket (AF_UNIX, SOCK_STREAM) on
- * fd 3.  One request at a time, native byte order:
+ * Usage: perfab-exec FD, FD being the control socket (AF_UNIX,
+ * SOCK_STREAM).  One request at a time, native byte order:
  *
  *   request  u32 length, then length bytes: u32 argc, u32 envc,
  *            u32 mask_bytes, the CPU mask (empty: no pinning), then
@@ -46,8 +46,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CONTROL 3
 #define MAX_REQUEST (256 << 20)
+
+static int control = -1;
 
 enum { STARTED = 1, FAILED = 2, DONE = 3 };
 enum { STAGE_EXEC = 1, STAGE_CHDIR = 2, STAGE_AFFINITY = 3, STAGE_FDS = 4 };
@@ -81,7 +82,7 @@ static void reply(pid_t running, int64_t kind, int64_t value, int64_t detail, lo
 		r[7] = ru->ru_nvcsw;
 		r[8] = ru->ru_nivcsw;
 	}
-	if (send(CONTROL, r, sizeof(r), MSG_NOSIGNAL) == (ssize_t)sizeof(r))
+	if (send(control, r, sizeof(r), MSG_NOSIGNAL) == (ssize_t)sizeof(r))
 		return;
 	if (running > 0) {	/* perfab is gone: so is its run */
 		killpg(running, SIGKILL);
@@ -93,7 +94,7 @@ static void reply(pid_t running, int64_t kind, int64_t value, int64_t detail, lo
 static int read_full(char *buf, size_t len)
 {
 	while (len > 0) {
-		ssize_t n = read(CONTROL, buf, len);
+		ssize_t n = read(control, buf, len);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -108,15 +109,15 @@ static int read_full(char *buf, size_t len)
 /* The request's length and its two descriptors; 0 at EOF. */
 static int read_header(uint32_t *len, int fds[2])
 {
-	char control[CMSG_SPACE(2 * sizeof(int))];
+	char cbuf[CMSG_SPACE(2 * sizeof(int))];
 	struct iovec iov = { len, sizeof(*len) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
-			      .msg_controllen = sizeof(control) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			      .msg_controllen = sizeof(cbuf) };
 	struct cmsghdr *c;
 	ssize_t n;
 
 	do
-		n = recvmsg(CONTROL, &msg, MSG_CMSG_CLOEXEC);
+		n = recvmsg(control, &msg, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
 	if (n <= 0)
 		return 0;
@@ -203,7 +204,7 @@ static void child(const struct run *r, int pipe_w)
 static void await_exit(pid_t pid)
 {
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	struct pollfd p[2] = { { pidfd, POLLIN, 0 }, { CONTROL, POLLRDHUP, 0 } };
+	struct pollfd p[2] = { { pidfd, POLLIN, 0 }, { control, POLLRDHUP, 0 } };
 	siginfo_t info;
 
 	while (pidfd >= 0) {
@@ -278,20 +279,23 @@ static void setup(void)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	for (sig = 1; sig < NSIG; sig++)
 		signal(sig, SIG_DFL);
-	fcntl(CONTROL, F_SETFD, FD_CLOEXEC);
+	fcntl(control, F_SETFD, FD_CLOEXEC);	/* workloads never see it */
 	while ((fd = open("/dev/null", O_RDWR)) >= 0 && fd <= 2)
 		;	/* 0, 1 and 2 open: received descriptors never land on them */
 	if (fd > 2)
 		close(fd);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	struct run r;
 	uint32_t len;
 	int fds[2];
 	char *body;
 
+	if (argc != 2)
+		return 2;
+	control = atoi(argv[1]);
 	setup();
 	while (read_header(&len, fds)) {
 		memset(&r, 0, sizeof(r));

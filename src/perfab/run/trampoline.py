@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import select
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -109,17 +107,18 @@ class ForkServer:
     def __init__(self, path: str):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            actions = [(os.POSIX_SPAWN_DUP2, theirs.fileno(), 3),
-                       (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                       (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)]
-            # Its own session: a ^C at the terminal reaches perfab, not the server.
-            self.pid = os.posix_spawn(path, [path], dict(os.environ), file_actions=actions, setsid=True,
-                                      setsigmask=(), setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
+            # subprocess, not posix_spawn: glibc's posix_spawn leaves its internal signals (32, 33)
+            # ignored in the child, and every workload would inherit that.  Its own session: a ^C at
+            # the terminal reaches perfab, not the server.
+            self.proc = subprocess.Popen([path, str(theirs.fileno())], stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, pass_fds=(theirs.fileno(),),
+                                         start_new_session=True)
         except BaseException:
             ours.close()
             raise
         finally:
             theirs.close()
+        self.pid = self.proc.pid
         self.sock = ours
         self.closed = False
 
@@ -163,20 +162,10 @@ class ForkServer:
         self.closed = True
         self.sock.close()
         try:
-            pidfd = os.pidfd_open(self.pid)
-        except OSError:
-            pidfd = None
-        if pidfd is not None:
-            with os.fdopen(pidfd, "rb", buffering=0) as f:
-                exited = bool(select.select([f], [], [], grace_s)[0])
-        else:
-            exited = False
-        if not exited:
-            _kill(self.pid)
-        try:
-            os.waitpid(self.pid, 0)
-        except ChildProcessError:
-            pass
+            self.proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def encode_request(argv: list[str], env: dict[str, str], cwd: str, cpus: set[int] | None) -> bytes:
@@ -208,10 +197,3 @@ def cpu_mask(cpus: set[int] | None) -> bytes:
     for cpu in cpus:
         words[cpu // bits] |= 1 << (cpu % bits)
     return struct.pack(f"@{len(words)}L", *words)
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
