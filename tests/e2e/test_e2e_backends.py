@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -99,3 +100,39 @@ parser = "keyvalue"
     assert all(v > 20 for v in r["page-faults"]["base_values"])  # the loader alone faults in dozens of pages
     assert r["ops/s"]["n_base"] == 4  # the workload's own output still reaches its parser
     assert "perf stat, one group per run" in out
+
+
+@pytest.mark.skipif(shutil.which("perf") is None, reason="perf is installed by make test")
+def test_profiled_runs_compare_self_time_per_symbol(lockbench, tmp_path):
+    """``profile = true``: the out-of-line unlock() has self time only in the baseline build."""
+    spec = tmp_path / "prof.toml"
+    spec.write_text(f"""
+[experiment]
+name = "prof"
+runs = 3
+warmup = 0
+
+[measure]
+profile = true
+
+[[variant]]
+name = "outline"
+[[variant]]
+name = "inline"
+
+[[workload]]
+name = "lockbench"
+argv = ["{lockbench}/{{variant}}/lockbench", "3000000"]
+""")
+    db = tmp_path / "r.db"
+    code, out, err = run(["run", str(spec), "--db", str(db)])
+    assert code == 0, err
+    assert "PROFILE: self time, % of samples (outline -> inline" in out
+    unlock = [line for line in out.splitlines() if line.rstrip().endswith(":u.unlock")]
+    assert len(unlock) == 1
+    m = re.match(r"^\*?\s*([\d.]+)(?:\s*±\s*\d+%)?\s+([+-][\d.]+)\s+([\d.]+)", unlock[0])
+    assert m, unlock[0]
+    base, delta, exp = (float(g) for g in m.groups())
+    assert base > 1.0 and exp == 0.0 and delta == pytest.approx(-base, abs=0.1)
+    # The table itself keeps the usual rows; profile shares do not leak into it.
+    assert "self.cpu-clock" not in out.split("PROFILE")[0]
