@@ -121,11 +121,14 @@ class ForkServer:
         self.pid = self.proc.pid
         self.sock = ours
         self.closed = False
+        self._env: tuple[dict[str, str] | None, bytes] = (None, b"")  # the last environment, encoded
 
     def start(self, argv: list[str], env: dict[str, str], cwd: str, cpus: set[int] | None,
               out_w: int, err_w: int) -> int:
         """Run ``argv``; its pid.  Raises CannotStart, or ServerGone when the server is dead."""
-        data = encode_request(argv, env, cwd, cpus)
+        if env != self._env[0]:  # the runner passes one environment per side: encode it once
+            self._env = (dict(env), encode_env(env))
+        data = encode_request(argv, self._env[1], cwd, cpus)
         try:
             sent = socket.send_fds(self.sock, [data], [out_w, err_w])
             if sent < len(data):
@@ -168,22 +171,36 @@ class ForkServer:
             self.proc.wait()
 
 
-def encode_request(argv: list[str], env: dict[str, str], cwd: str, cpus: set[int] | None) -> bytes:
-    """One request in perfab-exec's format; ValueError where exec would be given a bad string."""
+def encode_request(argv: list[str], env: dict[str, str] | bytes, cwd: str, cpus: set[int] | None) -> bytes:
+    """One request in perfab-exec's format; ValueError where exec would be given a bad string.
+
+    ``env`` may be given already encoded by ``encode_env``.
+    """
     if not argv:
         raise ValueError("argv must not be empty")
-    strings = [os.fsencode(cwd), *map(os.fsencode, argv)]
+    env_blob = env if isinstance(env, bytes) else encode_env(env)
+    blob = _nul_terminated([os.fsencode(cwd), *map(os.fsencode, argv)])
+    mask = cpu_mask(cpus)
+    size = _HEAD.size - 4 + len(mask) + len(blob) + len(env_blob)
+    return _HEAD.pack(size, len(argv), env_blob.count(b"\0"), len(mask)) + mask + blob + env_blob
+
+
+def encode_env(env: dict[str, str]) -> bytes:
+    """``KEY=value\\0`` for each variable, as exec takes them."""
+    strings = []
     for key, value in env.items():
         k = os.fsencode(key)
         if not k or b"=" in k:
             raise ValueError(f"illegal environment variable name {key!r}")
         strings.append(k + b"=" + os.fsencode(value))
-    blob = b"\0".join(strings) + b"\0"
+    return _nul_terminated(strings)
+
+
+def _nul_terminated(strings: list[bytes]) -> bytes:
+    blob = b"".join(s + b"\0" for s in strings)
     if blob.count(b"\0") != len(strings):
         raise ValueError("embedded null byte")
-    mask = cpu_mask(cpus)
-    head = _HEAD.pack(_HEAD.size - 4 + len(mask) + len(blob), len(argv), len(env), len(mask))
-    return head + mask + blob
+    return blob
 
 
 def cpu_mask(cpus: set[int] | None) -> bytes:
