@@ -125,4 +125,37 @@ def test_server_exits_when_perfab_is_killed_and_kills_nothing_else(tmp_path, sta
         assert alive(bystander)  # the server killed nothing else
     finally:
         perfab.kill()
+        perfab.wait()
+        perfab.stdout.close()
         os.killpg(perfab.pid, signal.SIGKILL)  # the bystander, now that it was seen alive
+
+
+def test_no_descriptor_leaks_in_perfab_or_the_server():
+    with RealExecutor() as ex:
+        parent_of_workload(ex)
+        ours, theirs = len(os.listdir("/proc/self/fd")), len(os.listdir(f"/proc/{ex.server_pid}/fd"))
+        for _ in range(50):
+            ex.execute(["sh", "-c", "echo out; echo err >&2"], ENV, None, 10, 4096, None)
+            ex.execute(["./nope"], ENV, None, 10, 4096, None)
+        assert len(os.listdir("/proc/self/fd")) == ours
+        assert len(os.listdir(f"/proc/{ex.server_pid}/fd")) == theirs
+        fds = ex.execute(["ls", "/proc/self/fd"], ENV, None, 10, 4096, None).stdout.split()
+        assert sorted(fds) == [b"0", b"1", b"2", b"3"]  # ls's own directory handle is the 3
+
+
+NO_COMPILER = """
+import os, resource
+from perfab.run.executor import RealExecutor
+big = b"x" * (100 << 20)
+with RealExecutor() as ex:
+    r = ex.execute(["/bin/sh", "-c", "exit 6"], {}, None, 10, 4096, None)
+    print(ex.server_pid, r.exit_code, r.max_rss_kb)
+"""
+
+
+def test_without_a_compiler_workloads_are_spawned_directly(tmp_path):
+    env = dict(ENV, XDG_CACHE_HOME=str(tmp_path), CC="/nonexistent/cc", PATH=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", NO_COMPILER], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["None", "6", "None"]  # no server; max RSS cannot be the workload's
+    assert not list(tmp_path.glob("perfab/perfab-exec-*"))

@@ -132,3 +132,11 @@ def test_cpu_mask_sets_one_bit_per_cpu():
 def test_strings_exec_cannot_take_are_refused_before_sending(argv, env, message):
     with pytest.raises(ValueError, match=message):
         encode_request(argv, env, "/", None)
+
+
+def test_a_refused_string_keeps_the_server(executor):
+    run(executor, ["true"])
+    server = executor.server_pid
+    with pytest.raises(ValueError, match="embedded null byte"):
+        run(executor, ["echo", "a\0b"])
+    assert executor.server_pid == server and run(executor, ["echo", "ok"]).stdout == b"ok\n"

@@ -153,7 +153,8 @@ class RealExecutor:
         self._pgid: int | None = None
         self._watcher: _Watcher | None = None
         self._server: ForkServer | None = None
-        self._finalizers: list[weakref.finalize] = []
+        self._stop_watcher: weakref.finalize | None = None  # also run when the executor is collected
+        self._stop_server: weakref.finalize | None = None
 
     @property
     def server_pid(self) -> int | None:
@@ -162,10 +163,10 @@ class RealExecutor:
 
     def close(self) -> None:
         """Stop the server and the watch thread; a later ``execute`` starts them again."""
-        for finalizer in self._finalizers:
-            finalizer()
-        self._finalizers.clear()
-        self._server = self._watcher = None
+        self._drop_server()
+        if self._stop_watcher is not None:
+            self._stop_watcher()
+        self._watcher = self._stop_watcher = None
 
     def __enter__(self) -> "RealExecutor":
         return self
@@ -183,7 +184,7 @@ class RealExecutor:
         if self._watcher is None:
             self._watcher = _Watcher()
             self._watcher.start()
-            self._finalizers.append(weakref.finalize(self, self._watcher.jobs.put, None))
+            self._stop_watcher = weakref.finalize(self, self._watcher.jobs.put, None)
         server = self._fork_server()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -196,7 +197,8 @@ class RealExecutor:
             os.close(err_r)
             if isinstance(e, (CannotStart, ServerGone)):
                 return _not_started(argv, _why(e, cwd))
-            self._drop_server()  # mid-request (^C): out of step; at EOF the server kills what it started
+            if not isinstance(e, ValueError):  # a string exec cannot take: refused before sending
+                self._drop_server()  # mid-request (^C): out of step; at EOF the server kills what it started
             raise
         finally:
             os.close(out_w)
@@ -211,7 +213,8 @@ class RealExecutor:
             watch.finished.wait(timeout=5)
             self._pgid = None
             if isinstance(e, ServerGone):
-                return _not_started(argv, f"perfab-exec exited during the run ({e}); run it again")
+                return Execution(None, 0.0, 0.0, 0.0, 0, 0, 0, False, b"", b"", 0, 0,
+                                 error=f"perfab-exec exited during the run of {argv[0]!r} ({e}); run it again")
             raise
         return self._finished(watch, status, report)
 
@@ -228,7 +231,7 @@ class RealExecutor:
         except OSError:  # e.g. a cache directory mounted noexec
             self.use_helper = False
             return None
-        self._finalizers.append(weakref.finalize(self, self._server.close))
+        self._stop_server = weakref.finalize(self, self._server.close)
         return self._server
 
     def _start(self, server: ForkServer, argv, env, cwd, cpus, out_w, err_w) -> tuple[ForkServer, int]:
@@ -243,9 +246,9 @@ class RealExecutor:
             return replacement, replacement.start(argv, env, cwd, cpus, out_w, err_w)
 
     def _drop_server(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
+        if self._stop_server is not None:
+            self._stop_server()  # closes the server, once
+        self._server = self._stop_server = None
 
     def _watch(self, pid: int, fds: tuple[int, int], cap_bytes: int, timeout_s: float) -> _Watch:
         self._pgid = pid
@@ -270,10 +273,12 @@ class RealExecutor:
         started = time.perf_counter()
         try:
             pid = _spawn(argv, env, cwd, out_w, err_w, cpus)
-        except OSError as e:
+        except BaseException as e:
             os.close(out_r)
             os.close(err_r)
-            return _not_started(argv, e.strerror or str(e))
+            if isinstance(e, OSError):
+                return _not_started(argv, e.strerror or str(e))
+            raise
         finally:
             os.close(out_w)
             os.close(err_w)

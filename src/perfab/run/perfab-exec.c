@@ -200,10 +200,18 @@ static void child(const struct run *r, int pipe_w)
 	fail(pipe_w, STAGE_EXEC);
 }
 
-/* Sleep until the child exits; at EOF on the control socket kill its group and exit. */
+/*
+ * Sleep until the child exits; at EOF on the control socket kill its group
+ * and exit.  Without pidfds, sleep in waitid alone.  The child is left a
+ * zombie, so its process group can still be killed by its id.
+ */
 static void await_exit(pid_t pid)
 {
-	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+#ifdef SYS_pidfd_open
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);	/* Linux 5.3 */
+#else
+	int pidfd = -1;
+#endif
 	struct pollfd p[2] = { { pidfd, POLLIN, 0 }, { control, POLLRDHUP, 0 } };
 	siginfo_t info;
 
@@ -235,6 +243,8 @@ static void run(struct run *r)
 	pid_t pid;
 
 	if (pipe2(errpipe, O_CLOEXEC) < 0) {
+		close(r->out);
+		close(r->err);
 		reply(0, FAILED, errno, STAGE_FDS, 0, NULL);
 		return;
 	}
@@ -243,10 +253,14 @@ static void run(struct run *r)
 	pid = vfork();
 	if (pid == 0)
 		child(r, errpipe[1]);
+	e[0] = errno;
 	close(errpipe[1]);
+	close(r->out);	/* the child has its own copies, or is gone: closed before any reply */
+	close(r->err);
+	r->out = r->err = -1;
 	if (pid < 0) {
 		close(errpipe[0]);
-		reply(0, FAILED, errno, STAGE_FDS, 0, NULL);
+		reply(0, FAILED, e[0], STAGE_FDS, 0, NULL);
 		return;
 	}
 	if (read(errpipe[0], e, sizeof(e)) == (ssize_t)sizeof(e)) {
@@ -256,9 +270,6 @@ static void run(struct run *r)
 		return;
 	}
 	close(errpipe[0]);
-	close(r->out);
-	close(r->err);
-	r->out = r->err = -1;
 	reply(pid, STARTED, pid, 0, 0, NULL);
 	await_exit(pid);
 	wall = now_ns() - start;
@@ -304,14 +315,13 @@ int main(int argc, char **argv)
 		body = len <= MAX_REQUEST ? malloc((size_t)len + 1) : NULL;
 		if (!body || read_full(body, len) < 0)
 			return 1;
-		if (parse(body, len, &r) == 0)
+		if (parse(body, len, &r) == 0) {
 			run(&r);
-		else
-			reply(0, FAILED, EINVAL, STAGE_FDS, 0, NULL);
-		if (r.out >= 0)
+		} else {
 			close(r.out);
-		if (r.err >= 0)
 			close(r.err);
+			reply(0, FAILED, EINVAL, STAGE_FDS, 0, NULL);
+		}
 		free(r.argv);
 		free(body);
 	}

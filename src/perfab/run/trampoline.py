@@ -111,7 +111,8 @@ class ForkServer:
             # ignored in the child, and every workload would inherit that.  Its own session: a ^C at
             # the terminal reaches perfab, not the server.
             self.proc = subprocess.Popen([path, str(theirs.fileno())], stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, pass_fds=(theirs.fileno(),),
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                         pass_fds=(theirs.fileno(),),
                                          start_new_session=True)
         except BaseException:
             ours.close()
