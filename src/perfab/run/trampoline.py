@@ -3,10 +3,10 @@
 Linux folds the RSS high-water mark of the process that calls exec into the
 new program's maxrss (fs/exec.c, ``setmax_mm_hiwater_rss``), so a workload
 spawned straight from perfab would report perfab's own peak RSS.  The helper
-is a few kilobytes of C, started once per executor (``ForkServer``): for each
-run it vforks a child that execs the workload, and it answers on a socket
-with the child's pid, then its wait status, rusage and wall time (fork to
-reap).  perfab sleeps in a blocking ``recv`` meanwhile.  One exec per run
+is a few hundred lines of C, started once per executor (``ForkServer``): for
+each run it vforks a child that execs the workload, and it answers on a
+socket with the child's pid, then its wait status, rusage and wall time
+(fork to exit).  perfab sleeps in a blocking ``recv`` meanwhile.  One exec per run
 instead of two keeps the harness's cost per run under a millisecond.
 
 It is compiled on first use with the system C compiler into perfab's cache
@@ -153,7 +153,10 @@ class ForkServer:
     def _reply(self) -> tuple[int, ...]:
         data = b""
         while len(data) < _REPLY.size:  # MSG_WAITALL may still return early at a signal
-            chunk = self.sock.recv(_REPLY.size - len(data), socket.MSG_WAITALL)
+            try:
+                chunk = self.sock.recv(_REPLY.size - len(data), socket.MSG_WAITALL)
+            except ConnectionError as e:
+                raise ServerGone(str(e)) from e
             if not chunk:
                 raise ServerGone("perfab-exec exited")
             data += chunk
