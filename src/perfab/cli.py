@@ -123,9 +123,8 @@ def cmd_run(args, stdout, stderr) -> int:
 
     exp = load_spec(args.spec)
     backend = make_backend(exp.measure)
-    with Store(args.db) as store, _progress(stderr) as progress:
-        runner = Runner(exp, store, backend, RealExecutor(), snapshot(), progress,
-                        say=lambda line: progress.log(line))
+    with Store(args.db) as store, _progress(stderr) as progress, RealExecutor() as executor:
+        runner = Runner(exp, store, backend, executor, snapshot(), progress, say=lambda line: progress.log(line))
         result = runner.run(side=args.side, resume=args.resume, new_session=args.new_session)
         if result.status == "interrupted":
             print(f"perfab: interrupted after {result.runs_done} runs; stored. Continue with "

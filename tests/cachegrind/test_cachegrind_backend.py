@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import execute
+from cachegrind_helpers import execute
 
 from perfab.errors import ToolError, UsageError
 from perfab.run.backends.cache_geometry import host_geometry

@@ -15,7 +15,7 @@ import os
 import subprocess
 
 import pytest
-from conftest import GOLDEN
+from size_helpers import GOLDEN
 
 from perfab.size.cli import main
 

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import compile_c
+from size_helpers import compile_c
 
 from perfab.size.cli import main
 
@@ -83,7 +83,7 @@ def test_compat_matches_bloat_o_meter_on_linked_pair(bloat_o_meter, pair, opt, f
 
 
 def test_compat_matches_on_relocatable_objects(bloat_o_meter, tmp_path):
-    from conftest import SRC
+    from size_helpers import SRC
 
     old = compile_c(tmp_path / "old.o", "-O2", "-g", "-c", "-DOLD", "-ffunction-sections", "-fdata-sections", str(SRC / "prog.c"))
     new = compile_c(tmp_path / "new.o", "-O2", "-g", "-c", "-ffunction-sections", "-fdata-sections", str(SRC / "prog.c"))

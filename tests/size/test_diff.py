@@ -8,7 +8,7 @@ reader (``perfab.size.inline``) on the ``-g`` builds.
 from __future__ import annotations
 
 import pytest
-from conftest import compile_c, compilers
+from size_helpers import compile_c, compilers
 
 from perfab.size import diff_files
 from perfab.size.compat import compat_results

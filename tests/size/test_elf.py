@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from conftest import compile_c
+from size_helpers import compile_c
 from elfwriter import write_elf
 
 from perfab.errors import UsageError
@@ -122,7 +122,7 @@ def test_big_endian_pair_diffs(tmp_path, bits, big):
 
 
 def test_position_dependent_executable_is_et_exec(tmp_path):
-    from conftest import SRC
+    from size_helpers import SRC
 
     exe = compile_c(tmp_path / "nopie", "-O2", "-no-pie", str(SRC / "prog.c"), str(SRC / "util.c"))
     f = read_elf(exe)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import source_lines
+from inline_helpers import source_lines
 from perfab.size.inline import InlineChange, compare_inlines, format_inline_changes, read_inline_index
 
 GOLDEN = Path(__file__).parent / "golden"

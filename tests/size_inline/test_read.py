@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import dwarfdump_inline_bytes, readelf_inline_count, source_lines
+from inline_helpers import dwarfdump_inline_bytes, readelf_inline_count, source_lines
 from perfab.errors import UsageError
 from perfab.size.inline import read_inline_index
 
