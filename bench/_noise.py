@@ -31,6 +31,7 @@ name = "aa"
 runs = {runs}
 warmup = 2
 seed = {seed}
+pin = "1"               # the workload on CPU 1, perfab and the rest on CPU 0
 
 [[variant]]
 name = "A"

@@ -155,7 +155,8 @@ def test_bimodality_on_two_clusters_not_on_normal():
 def test_min_detectable_effect_grows_as_n_falls():
     mdes = [min_detectable_effect(n, n, 0.02, 0.05) for n in (40, 20, 10, 5, 3)]
     assert all(x < y for x, y in zip(mdes, mdes[1:]))
-    # normal theory: (1.96 + 0.8416) * cv * sqrt(2/n) * sqrt(pi/3)
-    assert mdes[1] == pytest.approx((1.959964 + 0.841621) * 0.02 * math.sqrt(2 / 20) * math.sqrt(math.pi / 3),
+    # normal theory with t quantiles (38 df): (2.024394 + 0.851183) * cv * sqrt(2/n) * sqrt(pi/3)
+    assert mdes[1] == pytest.approx((2.024394 + 0.851183) * 0.02 * math.sqrt(2 / 20) * math.sqrt(math.pi / 3),
                                     rel=1e-5)
+    assert min_detectable_effect(20, 20, 0.02, 0.05, margin=0.001) == pytest.approx(mdes[1] + 0.001)
     assert min_detectable_effect(1, 10, 0.02, 0.05) is None

@@ -236,7 +236,7 @@ def _row(spec: Experiment, data: _Collected, workload: str, metric: str, variant
         warnings += [w for w in (too_few_runs(len(base), len(exp), alpha),
                                  drift(base, base_order, spec.baseline), drift(exp, exp_order, variant),
                                  bimodal(base, spec.baseline), bimodal(exp, variant)) if w]
-    mde = min_detectable_effect(len(base), len(exp), noise, alpha) if name != "exact" else None
+    mde = min_detectable_effect(len(base), len(exp), noise, alpha, margin=margin) if name != "exact" else None
     return Row(**common, estimate=est, q=None, verdict="", cv_base=cv_b, cv_exp=cv_e, mde=mde,
                warnings=tuple(warnings))
 
