@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 
 import pytest
@@ -140,3 +141,21 @@ def test_a_refused_string_keeps_the_server(executor):
     with pytest.raises(ValueError, match="embedded null byte"):
         run(executor, ["echo", "a\0b"])
     assert executor.server_pid == server and run(executor, ["echo", "ok"]).stdout == b"ok\n"
+
+
+def test_signals_glibc_reserves_are_reset_too(tmp_path):
+    """Regression: a server started while signal 32 was ignored passed that on to every workload."""
+    script = tmp_path / "ignore32.py"
+    script.write_text(
+        "import ctypes, os, struct\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "ignore = ctypes.create_string_buffer(struct.pack('QQQQ', 1, 0, 0, 0))  # SIG_IGN, no flags\n"
+        "assert libc.syscall(13, 32, ignore, None, 8) == 0  # rt_sigaction(32) on x86-64\n"
+        "from perfab.run.executor import RealExecutor\n"
+        "with RealExecutor() as ex:\n"
+        "    out = ex.execute(['grep', '^SigIgn', '/proc/self/status'], dict(os.environ), None, 10, 4096, None)\n"
+        "print(out.stdout.decode().split()[1])\n")
+    if os.uname().machine != "x86_64":
+        pytest.skip("the raw rt_sigaction call above is x86-64's")
+    own = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True)
+    assert own.stdout.strip() == "0" * 16

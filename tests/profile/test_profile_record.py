@@ -96,7 +96,7 @@ def test_collect_on_a_corrupt_file_is_a_tool_error(tmp_path):
 
 @needs_perf
 def test_collect_after_a_run_too_short_to_sample(tmp_path):
-    recorder = ProfileRecorder(event="cpu-clock")
+    recorder = ProfileRecorder(event="cpu-clock", freq=1)  # one sample a second: `true` is never caught
     subprocess.run(recorder.wrap(["true"], tmp_path), capture_output=True, check=True)
     with pytest.raises(ToolError, match="no samples; run the workload longer"):
         recorder.collect(tmp_path)

@@ -280,16 +280,30 @@ static void run(struct run *r)
 	reply(0, DONE, status, 0, wall, &ru);
 }
 
+/*
+ * The kernel's struct sigaction, for the signals glibc keeps for itself
+ * (32 and 33: its signal() refuses them, yet an ignored disposition
+ * inherited from whoever started this server would pass to every workload).
+ */
+struct kernel_sigaction {
+	void (*handler)(int);
+	unsigned long flags;
+	void (*restorer)(void);
+	uint64_t mask;
+};
+
 /* Signals at their defaults and none blocked, inherited as such by every workload. */
 static void setup(void)
 {
+	struct kernel_sigaction dfl = { SIG_DFL, 0, NULL, 0 };
 	sigset_t none;
 	int sig, fd;
 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	for (sig = 1; sig < NSIG; sig++)
-		signal(sig, SIG_DFL);
+		if (signal(sig, SIG_DFL) == SIG_ERR && sig != SIGKILL && sig != SIGSTOP)
+			syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(dfl.mask));
 	fcntl(control, F_SETFD, FD_CLOEXEC);	/* workloads never see it */
 	while ((fd = open("/dev/null", O_RDWR)) >= 0 && fd <= 2)
 		;	/* 0, 1 and 2 open: received descriptors never land on them */
