@@ -144,7 +144,8 @@ def _directions(rows: list[Row]) -> str:
 
 
 def _method_note(a: Analysis, methods: list[str]) -> str:
-    names = {"nonparametric": f"Mann-Whitney U, {a.confidence:.0%} Hodges-Lehmann intervals",
+    names = {"nonparametric": (f"Mann-Whitney U; Delta = Hodges-Lehmann ratio, {a.confidence:.0%} intervals "
+                               "(not the ratio of the medians shown)"),
              "exact": "exact counts (deterministic; only the margin decides flat)",
              "normal": f"Welch t, {a.confidence:.0%} intervals"}
     fdr = {"bh": "Benjamini-Hochberg FDR", "holm": "Holm FWER"}[a.fdr]
