@@ -19,7 +19,6 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from perfab.errors import StoreError, UsageError
 from perfab.plan import PlannedRun
@@ -350,11 +349,3 @@ def open_results(db: str | Path, experiment: str | None = None) -> Results:
                     "seq": by_id[rid]["seq"], "warmup": bool(by_id[rid]["warmup"]), "metric": m, "value": v}
                    for rid, m, v in store.samples(name)]
         return Results(name, runs, samples)
-
-
-def iter_metric_values(rows: Iterable[dict], samples: list[tuple[int, str, float]]) -> dict[int, dict[str, float]]:
-    """Group samples by run id."""
-    out: dict[int, dict[str, float]] = {r["run_id"]: {} for r in rows}
-    for rid, metric, value in samples:
-        out.setdefault(rid, {})[metric] = value
-    return out

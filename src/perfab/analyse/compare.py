@@ -107,7 +107,6 @@ class Analysis:
     warnings: tuple[str, ...] = ()  # experiment-level warnings
     notes: tuple[str, ...] = ()  # backend notes (e.g. what a simulated cache cannot tell)
     spec: Experiment | None = None  # the newest session's spec
-    samples: dict = field(default_factory=dict)  # (workload, variant, metric) -> [(seq, value)]
     profiles: dict = field(default_factory=dict)  # (workload, variant) -> perfab.profile.ProfileRows
 
 
@@ -137,7 +136,7 @@ def analyse(store: Store, name: str | None = None, alpha: float | None = None, c
         groups=sessions[-1].groups, environment=_side_env(sessions, spec.baseline),
         env_differences=_env_differences(sessions, spec), sessions=len(sessions),
         warnings=tuple(_experiment_warnings(sessions, spec, data)), notes=data.notes, spec=spec,
-        samples=data.series, profiles=_profiles(spec, data, alpha))
+        profiles=_profiles(spec, data, alpha))
 
 
 class _Collected:

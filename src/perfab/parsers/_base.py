@@ -62,6 +62,15 @@ def need(pattern: str, text: str, tool: str, what: str) -> re.Match[str]:
     return found
 
 
+def table_metrics(fields: dict[str, tuple[str, str, bool | None]], text: str) -> dict[str, ParsedMetric]:
+    """For each ``pattern -> (name, unit, higher_is_better)``, the last match's first group, where it matches."""
+    out = {}
+    for pattern, (name, unit, better) in fields.items():
+        if found := last_match(pattern, text):
+            out[name] = metric(found[1], unit, better)
+    return out
+
+
 def metric(value: float | str, unit: str, higher_is_better: bool | None) -> ParsedMetric:
     """A ParsedMetric from a printed number."""
     return ParsedMetric(float(value), unit, higher_is_better)

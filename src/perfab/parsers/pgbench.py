@@ -8,7 +8,7 @@ leaves connection set-up out.
 
 from __future__ import annotations
 
-from perfab.parsers._base import NUM, ParsedMetric, combined, last_match, metric, need
+from perfab.parsers._base import NUM, ParsedMetric, combined, metric, need, table_metrics
 
 OPTIONS: frozenset[str] = frozenset()
 
@@ -31,7 +31,5 @@ def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
     tps = need(rf"^tps = ({NUM}) \((?:without initial connection time|excluding connections establishing)\)",
                text, TOOL, "'tps = ...' line")
     out = {"tps": metric(tps[1], "tx/s", True)}
-    for pattern, (name, unit, better) in _FIELDS.items():
-        if found := last_match(pattern, text):
-            out[name] = metric(found[1], unit, better)
+    out.update(table_metrics(_FIELDS, text))
     return out

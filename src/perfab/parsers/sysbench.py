@@ -9,7 +9,7 @@ rate (threads, mutex) get ``events_per_s`` = total events / total time.
 
 from __future__ import annotations
 
-from perfab.parsers._base import NUM, ParsedMetric, combined, last_match, metric, need
+from perfab.parsers._base import NUM, ParsedMetric, combined, last_match, metric, need, table_metrics
 
 OPTIONS: frozenset[str] = frozenset()
 
@@ -41,9 +41,7 @@ def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
         "total_time_s": metric(total[1], "s", None),
         "total_events": metric(events[1], "count", None),
     }
-    for pattern, (name, unit, better) in _FIELDS.items():
-        if found := last_match(pattern, text):
-            out[name] = metric(found[1], unit, better)
+    out.update(table_metrics(_FIELDS, text))
     if pct := last_match(rf"^\s+(\d+(?:\.\d+)?)th percentile:\s+({NUM})", text):
         out[f"latency_p{pct[1].replace('.', '_')}_ms"] = metric(pct[2], "ms", False)
     if "events_per_s" not in out and out["total_time_s"].value > 0:

@@ -8,7 +8,7 @@ import json
 import math
 
 from perfab.analyse.compare import Analysis, Row
-from perfab.report.numbers import fmt_delta, fmt_value, noise_range
+from perfab.report.numbers import centers, fmt_delta, fmt_value, noise_range
 
 
 def render_markdown(a: Analysis) -> str:
@@ -25,8 +25,7 @@ def render_markdown(a: Analysis) -> str:
         out += ["", f"### {info.name}", "", f"`{info.command}`", ""]
         out += ["| Metric | Variant | Baseline | Experiment | Delta | Sig |", "|---|---|---:|---:|---:|---|"]
         for r in rows:
-            base = fmt_value(r, r.estimate.median_base if r.estimate else _first(r.base_values))
-            exp = fmt_value(r, r.estimate.median_exp if r.estimate else _first(r.exp_values))
+            base, exp = (fmt_value(r, c) for c in centers(r))
             out.append(f"| {r.label} | {r.variant} | {base} | {exp} | {fmt_delta(r)} | {_md(r.verdict)} |")
         out += ["", f"`**` = beyond per-run noise{noise_range(rows)}, ns = within noise, flat = within the margin."]
         for r in rows:
@@ -38,10 +37,6 @@ def render_markdown(a: Analysis) -> str:
 
 def _md(verdict: str) -> str:
     return verdict.replace("*", r"\*")
-
-
-def _first(values: tuple[float, ...]) -> float | None:
-    return values[0] if values else None
 
 
 def render_json(a: Analysis) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 from perfab.analyse.compare import Row
 
@@ -22,6 +23,14 @@ def fmt_value(row: Row, value: float | None) -> str:
         return "0"
     decimals = max(0, min(4, 4 - int(math.floor(math.log10(mag)))))
     return f"{value:,.{decimals}f}"
+
+
+def centers(row: Row) -> tuple[float | None, float | None]:
+    """The medians shown for a row: the estimate's, or the raw samples' for rows without one (checks)."""
+    if row.estimate is not None:
+        return row.estimate.median_base, row.estimate.median_exp
+    median = lambda v: float(statistics.median(v)) if v else None  # noqa: E731
+    return median(row.base_values), median(row.exp_values)
 
 
 def fmt_delta(row: Row) -> str:

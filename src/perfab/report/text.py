@@ -16,7 +16,7 @@ from collections import Counter
 
 from perfab.analyse.compare import Analysis, Row
 from perfab.plan import describe_order
-from perfab.report.numbers import fmt_delta, fmt_value, measured_rows, noise_range
+from perfab.report.numbers import centers, fmt_delta, fmt_value, measured_rows, noise_range
 
 WIDTH = 80
 _SIDE_NAME_MAX = 20  # longer side names are clipped in the normalized table's header
@@ -74,9 +74,7 @@ def _env_differences(a: Analysis) -> list[str]:
 
 def _table(a: Analysis, rows: list[Row]) -> list[str]:
     label_w = min(28, max([len(r.label) for r in rows] + [10]))
-    cells = [(_clip(r.label, label_w), fmt_value(r, r.estimate.median_base if r.estimate else _center(r.base_values)),
-              fmt_value(r, r.estimate.median_exp if r.estimate else _center(r.exp_values)),
-              fmt_delta(r), _sig(r)) for r in rows]
+    cells = [(_clip(r.label, label_w), *(fmt_value(r, c) for c in centers(r)), fmt_delta(r), _sig(r)) for r in rows]
     vw = max([len(c[1]) for c in cells] + [len(c[2]) for c in cells] + [10])
     header = f"{'Metric':<{label_w}}  {'Baseline':>{vw}}  {'Experiment':>{vw}}  {'Delta':>8}  Sig"
     rule = "-" * min(WIDTH, len(header) + 3)
@@ -194,13 +192,6 @@ def _profile(a: Analysis, workload: str) -> list[str]:
 
 def _sig(r: Row | None) -> str:
     return "" if r is None else r.verdict
-
-
-def _center(values: tuple[float, ...]) -> float | None:
-    if not values:
-        return None
-    s = sorted(values)
-    return s[len(s) // 2]
 
 
 def _short(label: str) -> str:
