@@ -54,7 +54,10 @@ def test_every_cache_index_has_a_key_with_sysfs_geometry(snap):
         assert line == f"{read('coherency_line_size')}B"
         assert f"{read('number_of_sets')} sets" in value
         kib = int(read("size").rstrip("K"))
-        assert size == (f"{kib // 1024}M" if kib % 1024 == 0 else f"{kib}K")
+        # lscpu's rule: binary units, one decimal, half up (1280K prints as 1.3M)
+        tenths = (kib * 10 + 512) // 1024
+        assert size == (f"{kib}K" if kib < 1024 else f"{kib // 1024}M" if kib % 1024 == 0 else
+                        f"{tenths // 10}.{tenths % 10}M")
     assert len([k for k in snap if k.startswith("cache.")]) == len(indexes)
 
 
