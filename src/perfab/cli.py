@@ -21,6 +21,8 @@ import sys
 from typing import Callable, TextIO
 
 from perfab.errors import PerfabError, UsageError
+from perfab.report.kinds import FORMATS
+from perfab.spec.schema import METHODS
 
 DEFAULT_DB = ".perfab/results.db"
 
@@ -39,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     _db(run)
     run.add_argument("--resume", action="store_true", help="continue the unfinished session of this experiment")
     run.add_argument("--new-session", action="store_true", help="start a new session even if one is unfinished")
+    run.add_argument("--takeover", action="store_true",
+                     help="with --resume: take over a session claimed by a runner that cannot be checked from here")
     run.add_argument("--side", help="for external sides: which side this machine/boot is")
     run.add_argument("--no-report", action="store_true", help="store the runs, print no report")
     _report_opts(run)
@@ -74,10 +78,12 @@ def _db(p: argparse.ArgumentParser) -> None:
 
 
 def _report_opts(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", default="text", choices=["text", "markdown", "json", "csv"])
+    p.add_argument("--format", default="text", choices=list(FORMATS))
     p.add_argument("--alpha", type=float, help="significance level after FDR control (default: the spec's, 0.05)")
     p.add_argument("--confidence", type=float, help="confidence level of intervals (default: the spec's, 0.95)")
-    p.add_argument("--method", choices=["nonparametric", "exact", "normal"], help="override every row's method")
+    p.add_argument("--method", choices=list(METHODS), help="override every row's method")
+    p.add_argument("--all", action="store_true", dest="show_all",
+                   help="also show parser metrics that have no declared direction")
 
 
 def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -88,6 +94,7 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: Te
         from perfab.size.cli import main as size_main
 
         return size_main(argv[1:], stdout, stderr)
+    args = None
     try:
         args = build_parser().parse_args(argv)
         if not args.command:
@@ -98,7 +105,8 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: Te
         print(f"perfab: {e}", file=stderr)
         return e.exit_code
     except KeyboardInterrupt:
-        print("perfab: interrupted; stored runs are kept (continue with perfab run SPEC --resume)", file=stderr)
+        hint = _resume_command(args) if args is not None and args.command == "run" else "perfab run SPEC --resume"
+        print(f"perfab: interrupted; stored runs are kept (continue with {hint})", file=stderr)
         return 130
 
 
@@ -125,15 +133,25 @@ def cmd_run(args, stdout, stderr) -> int:
     backend = make_backend(exp.measure)
     with Store(args.db) as store, _progress(stderr) as progress, RealExecutor() as executor:
         runner = Runner(exp, store, backend, executor, snapshot(), progress, say=lambda line: progress.log(line))
-        result = runner.run(side=args.side, resume=args.resume, new_session=args.new_session)
+        result = runner.run(side=args.side, resume=args.resume, new_session=args.new_session, takeover=args.takeover)
         if result.status == "interrupted":
             print(f"perfab: interrupted after {result.runs_done} runs; stored. Continue with "
-                  f"`perfab run {args.spec} --resume`", file=stderr)
+                  f"`{_resume_command(args)}`", file=stderr)
         if args.no_report:
             return 0 if result.status == "finished" else 130
-        analysis = analyse(store, exp.name, args.alpha, args.confidence, args.method)
+        analysis = analyse(store, exp.name, args.alpha, args.confidence, args.method, args.show_all)
     stdout.write(render(analysis, args.format))
     return 0 if result.status == "finished" else 130
+
+
+def _resume_command(args) -> str:
+    """The command that continues this session, with every option that locates it."""
+    import shlex
+
+    parts = ["perfab", "run", args.spec, "--resume"]
+    if args.db != DEFAULT_DB:
+        parts += ["--db", args.db]
+    return shlex.join(parts)
 
 
 def cmd_report(args, stdout, stderr) -> int:
@@ -141,8 +159,8 @@ def cmd_report(args, stdout, stderr) -> int:
     from perfab.report import regressions, render
     from perfab.store import Store
 
-    with Store(args.db, create=False) as store:
-        analysis = analyse(store, args.experiment, args.alpha, args.confidence, args.method)
+    with Store(args.db, readonly=True) as store:
+        analysis = analyse(store, args.experiment, args.alpha, args.confidence, args.method, args.show_all)
     stdout.write(render(analysis, args.format))
     if args.fail_on_regression:
         bad = regressions(analysis)
@@ -154,22 +172,33 @@ def cmd_report(args, stdout, stderr) -> int:
 
 def cmd_plan(args, stdout, stderr) -> int:
     from perfab.plan import make_plan
+    from perfab.report.plan import plan_lines
     from perfab.run.backends import make_backend
+    from perfab.run.preflight import preflight
     from perfab.spec import load_spec
 
     exp = load_spec(args.spec)
+    sides = [args.side] if args.side else None
+    if args.side:
+        exp.variant(args.side)  # raises for an unknown name
+    preflight(exp, sides, _side_env(exp))
     groups = make_backend(exp.measure).groups()
-    for p in make_plan(exp, [args.side] if args.side else None, len(groups)):
-        kind = "warm-up" if p.warmup else f"block {p.block}"
-        events = ",".join(groups[p.group]) or "-"
-        print(f"{p.seq:5d}  {p.workload:<20} {p.variant:<16} {kind:<10} {events}", file=stdout)
+    for line in plan_lines(exp, make_plan(exp, sides, len(groups)), groups):
+        print(line, file=stdout)
     return 0
+
+
+def _side_env(exp):
+    """A side's environment as the runner builds it (for looking programs up on its PATH)."""
+    import os
+
+    return lambda variant: {**os.environ, **variant.env, "LC_ALL": "C"}
 
 
 def cmd_list(args, stdout, stderr) -> int:
     from perfab.store import Store
 
-    with Store(args.db, create=False) as store:
+    with Store(args.db, readonly=True) as store:
         for name in store.experiments():
             sessions = store.sessions(name)
             runs = store.run_rows(name)

@@ -1,30 +1,36 @@
 """Stage 2: the run plan, the order in which every run will happen.
 
-The default order, ``interleaved``, cuts each side's runs into blocks and
+The default order, ``interleaved``, cuts each cell's runs into blocks and
 runs every block as a palindrome of a seeded random permutation of the
-sides: ``ABBA`` or ``BAAB`` for two sides, ``ACBBCA`` for three.  A linear
-drift in the machine (thermal, background load, page cache) then adds the
-same amount to every side within a block and cancels from the comparison;
-the random choice of each block's permutation keeps a periodic disturbance
-from lining up with one side.  This is the classic counterbalanced design
-(e.g. Kirk, *Experimental Design*, 4th ed., 2013, ch. 12 on ABBA designs).
+cells: ``ABBA`` or ``BAAB`` for two sides, ``ACBBCA`` for three.  A cell is
+a side, or a (side, sweep point) pair when the workload declares
+parameters, so a sweep interleaves its points as well as its sides.  A
+linear drift in the machine (thermal, background load, page cache) then
+adds the same amount to every cell within a block and cancels from the
+comparison; the random choice of each block's permutation keeps a periodic
+disturbance from lining up with one cell.  This is the classic
+counterbalanced design (e.g. Kirk, *Experimental Design*, 4th ed., 2013,
+ch. 12 on ABBA designs).
 
 Counter groups (``perf`` with more events than PMU counters) are assigned
-per block, so within a block every side carries the same group and each
-group is spread evenly over time and over sides.
+per block, so within a block every cell carries the same group and each
+group is spread evenly over time and over cells.
 
-Warm-up runs (``warmup`` per side and workload) come first and are never
-analysed.  The plan is a pure function of the spec, the side(s) this
-session may run and the groups: the store keeps it before running, and
-``--resume`` continues it.
+Warm-up runs (``warmup`` per cell) come first and are never analysed.  The
+plan is a pure function of the spec, the side(s) this session may run and
+the groups: the store keeps it before running, and ``--resume`` continues
+it.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass
 
-from perfab.spec import Experiment
+from perfab.spec import Experiment, Workload
+
+Params = tuple[tuple[str, str], ...]  # a sweep point: (parameter, value) pairs in spec order
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,14 @@ class PlannedRun:
     group: int  # index into the backend's counter groups
     warmup: bool  # an unmeasured warm-up run
     block: int  # interleaving block, -1 for warm-ups
+    params: Params = ()  # the sweep point, () outside sweeps
+
+
+def sweep_points(workload: Workload) -> list[Params]:
+    """Every point of the workload's parameter grid, in spec order (one empty point without parameters)."""
+    names = [name for name, _ in workload.params]
+    grids = [values for _, values in workload.params]
+    return [tuple(zip(names, combo)) for combo in itertools.product(*grids)] if names else [()]
 
 
 def make_plan(exp: Experiment, sides: list[str] | None = None, n_groups: int = 1) -> list[PlannedRun]:
@@ -45,41 +59,44 @@ def make_plan(exp: Experiment, sides: list[str] | None = None, n_groups: int = 1
     rng = random.Random(exp.seed)
     plan: list[PlannedRun] = []
     for workload in exp.workloads:
-        for side in sides:
+        points = sweep_points(workload)
+        cells = [(side, point) for point in points for side in sides] if len(points) > 1 else \
+            [(side, ()) for side in sides]
+        for side, point in cells:
             for _ in range(exp.warmup):
-                plan.append(PlannedRun(len(plan), workload.name, side, 0, True, -1))
-        for block, (side, group) in _measured_order(exp, sides, n_groups, rng):
-            plan.append(PlannedRun(len(plan), workload.name, side, group, False, block))
+                plan.append(PlannedRun(len(plan), workload.name, side, 0, True, -1, point))
+        for block, ((side, point), group) in _measured_order(exp, cells, n_groups, rng):
+            plan.append(PlannedRun(len(plan), workload.name, side, group, False, block, point))
     return plan
 
 
-def _measured_order(exp: Experiment, sides: list[str], n_groups: int, rng: random.Random):
-    """Yield (block, (side, group)) for the measured runs of one workload."""
+def _measured_order(exp: Experiment, cells: list, n_groups: int, rng: random.Random):
+    """Yield (block, (cell, group)) for the measured runs of one workload."""
     runs = exp.runs
     if exp.order == "sequential":
-        for side in sides:
+        for cell in cells:
             for i in range(runs):
-                yield i // 2, (side, (i // 2) % n_groups)
+                yield i // 2, (cell, (i // 2) % n_groups)
         return
     if exp.order == "random":
-        slots = [(side, i) for side in sides for i in range(runs)]
+        slots = [(cell, i) for cell in cells for i in range(runs)]
         rng.shuffle(slots)
-        for side, i in slots:
-            yield i // 2, (side, (i // 2) % n_groups)
+        for cell, i in slots:
+            yield i // 2, (cell, (i // 2) % n_groups)
         return
     block = 0
     done = 0
     while done < runs:
         group = block % n_groups
         if exp.order == "alternate":
-            yield from ((block, (s, group)) for s in sides)
+            yield from ((block, (c, group)) for c in cells)
             done += 1
         else:
-            perm = sides[:]
+            perm = cells[:]
             rng.shuffle(perm)
             take = min(2, runs - done)
             seq = perm + perm[::-1] if take == 2 else perm
-            yield from ((block, (s, group)) for s in seq)
+            yield from ((block, (c, group)) for c in seq)
             done += take
         block += 1
 

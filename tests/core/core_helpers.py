@@ -58,11 +58,11 @@ def fake_runner(text: str, db: Path, behaviour=None, env: dict | None = None, pa
 
 
 def runs_table(db: Path) -> list[tuple]:
-    """(seq, variant, warmup, status, reason) of every stored run, read-only."""
+    """(seq, variant, warmup, status, reason) of every stored run (every attempt), read-only."""
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         return con.execute("SELECT p.seq, p.variant, p.warmup, r.status, r.reason FROM runs r "
-                           "JOIN planned_runs p ON p.id = r.planned_id ORDER BY p.session_id, p.seq").fetchall()
+                           "JOIN planned_runs p ON p.id = r.planned_id ORDER BY p.session_id, p.seq, r.attempt").fetchall()
     finally:
         con.close()
 

@@ -55,11 +55,13 @@ def test_default_example_runs_end_to_end(lockbench, monkeypatch):
     assert all(v > 1e6 for v in ops["base_values"] + ops["exp_values"])
 
 
-def test_missing_binary_fails_every_run_and_aborts(lockbench, monkeypatch, tmp_path):
+def test_missing_binary_is_refused_before_a_session_is_stored(lockbench, monkeypatch, tmp_path):
+    """A typo in the program once left an aborted session after 5 failed runs; now nothing is stored."""
     monkeypatch.chdir(tmp_path)  # no build/ here
     db = tmp_path / "missing.db"
     code, out, err = cli("run", _spec(lockbench, runs=8), "--db", str(db))
-    assert code == 1 and out == ""
-    last = err.splitlines()[-1]
-    assert last.startswith("perfab: aborted after 5 failed runs")  # > a quarter of 16
-    assert "./build/" in last and "No such file or directory" in last
+    assert code == 2 and out == ""
+    assert len(err.splitlines()) == 1
+    assert "argv[0] './build/" in err and "does not exist" in err and "Traceback" not in err
+    code, _, err = cli("list", "--db", str(db))
+    assert code == 0  # the database holds no session to resume or to block the next run

@@ -191,9 +191,12 @@ def test_second_sigint_abandons_the_run_in_flight(db):
     assert len(rows) == 5 and rows[-1][3:] == ("interrupted", "abandoned at SIGINT")
     assert [p.seq for p in store.remaining(result.session)][0] == 4
     runner.run(resume=True)
-    rows = runs_table(db)
-    assert [r[0] for r in rows] == list(range(12)) and all(r[3] == "ok" for r in rows)
+    rows = runs_table(db)  # every attempt: the abandoned one is kept, its re-run stored beside it
+    assert [r[0] for r in rows] == [0, 1, 2, 3, 4, 4, *range(5, 12)]
+    assert rows[4][3:] == ("interrupted", "abandoned at SIGINT") and rows[5][3] == "ok"
     assert len(ex.calls) == 13  # the abandoned run ran again
+    counted = store.run_rows("t")
+    assert [r["seq"] for r in counted] == list(range(12)) and all(r["status"] == "ok" for r in counted)
     store.close()
 
 

@@ -20,15 +20,16 @@ def _digest(path) -> str:
 def test_schema_version_and_migrations_table(db):
     Store(db).close()
     con = sqlite3.connect(db)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 1
-    rows = con.execute("SELECT version, description FROM migrations").fetchall()
-    assert rows == [(1, "initial schema")]
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    rows = con.execute("SELECT version FROM migrations").fetchall()
+    assert rows == [(1,), (2,)]
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert {"experiments", "sessions", "planned_runs", "runs", "samples", "exclusions", "metric_meta"} <= tables
+    assert {"experiments", "sessions", "planned_runs", "runs", "samples", "exclusions", "metric_meta",
+            "profile_shares"} <= tables
     con.close()
     Store(db).close()  # reopening applies nothing twice
     con = sqlite3.connect(db)
-    assert con.execute("SELECT count(*) FROM migrations").fetchone()[0] == 1
+    assert con.execute("SELECT count(*) FROM migrations").fetchone()[0] == 2
     con.close()
 
 
@@ -117,7 +118,8 @@ def test_to_pandas(db):
         assert len(df) == len(results.samples) and "metric" in df.columns
 
 
-def test_record_run_replaces_instead_of_duplicating(db):
+def test_record_run_of_a_stored_run_adds_an_attempt_and_keeps_the_first(db):
+    """A re-run of a planned run once replaced the stored one; now the first stays and the newest counts."""
     runner, _, store = fake_runner(two_sides(runs=2, warmup=0), db)
     result = runner.run()
     run = store.run_rows("t")[0]
@@ -127,7 +129,12 @@ def test_record_run_replaces_instead_of_duplicating(db):
 
     planned = PlannedRun(run["seq"], run["workload"], run["variant"], 0, False, run["block"])
     rec = RunRecord("ok", None, 0.0, 2.0, 2.0, 0.0, 1, 0, 0, 0, None, False, b"", b"", 0, 0, {"wall_s": 2.0})
+    store.claim(result.session)
     store.record_run(result.session, planned, rec)
-    assert len(store.run_rows("t")) == 4
-    assert len(store.samples("t")) == before - 5  # the replaced run had six rusage samples, now one
+    assert len(store.run_rows("t")) == 4  # counted: the newest attempt of each planned run
+    assert len(store.run_rows("t", all_attempts=True)) == 5
+    assert len(store.samples("t")) == before + 1  # nothing deleted
+    data = store.load("t")
+    newest = next(r for r in data.runs if r.seq == run["seq"])
+    assert newest.attempt == 2 and data.values[newest.run_id] == {"wall_s": 2.0}
     store.close()

@@ -11,6 +11,8 @@ import math
 import numpy as np
 from scipy import stats
 
+from perfab.analyse.ranks import resolution
+
 
 def too_few_runs(n_base: int, n_exp: int, alpha: float) -> str | None:
     """The rank test's smallest possible two-sided p-value is 2 / C(n+m, n); warn when it exceeds alpha."""
@@ -51,7 +53,10 @@ def bimodal(values: np.ndarray, side: str, min_share: float = 0.2, min_d: float 
     a median D near 3 and a 95th percentile of 5.0 at n = 10 (simulated),
     hence ``min_d`` = 5.5.  Unlike the
     bimodality coefficient it does not fire on the long right tail that
-    timing data always have.  Needs at least 20 values: with ``min_d`` 5.5
+    timing data always have.  Discrete data (a coarse clock, whole counts)
+    is not split at neighbouring grid steps, and each cluster's variance
+    includes the rounding variance q^2/12, so a grid alone never makes two
+    clusters.  Needs at least 20 values: with ``min_d`` 5.5
     a single normal sample is flagged in 0.09% of cases at n = 20 (3% at
     n = 10), few enough across the tens of samples of a report.  A screen,
     not a test.
@@ -70,7 +75,11 @@ def bimodal(values: np.ndarray, side: str, min_share: float = 0.2, min_d: float 
     if best is None:
         return None
     _, a, b = best
-    spread = math.sqrt(a.var(ddof=1) + b.var(ddof=1))
+    step = resolution(x)
+    if step and b[0] - a[-1] <= 2 * step:
+        return None  # neighbouring steps of a grid (a coarse clock, whole counts) are not two clusters
+    # Rounding to a grid of step q adds q^2/12 of variance to each cluster (Sheppard's correction).
+    spread = math.sqrt(a.var(ddof=1) + b.var(ddof=1) + step ** 2 / 6)
     d = math.inf if spread == 0 else math.sqrt(2) * abs(b.mean() - a.mean()) / spread
     if d > min_d:
         return (f"{side} samples form two clusters ({len(a)} runs near {a.mean():.4g}, {len(b)} near "

@@ -1,24 +1,35 @@
 """Stage 5: compare every variant with the baseline, metric by metric.
 
-For each workload and metric the measured (non-warm-up, successful) runs of
-each side are pooled (a metric counted only in some counter groups is
-analysed over the runs that carried it), compared by the metric's method,
-and, after adjusting the p-values of all rows for multiple comparisons,
-given a three-way verdict:
+``compare(dataset, spec)`` is a pure function of the stored runs
+(``perfab.store.Dataset``) and the spec: the runner, a second store and
+sequential stopping all ask it the same way.  For each workload, sweep
+point and metric the measured (non-warm-up, successful) runs of each side
+are pooled (a metric counted only in some counter groups is analysed over
+the runs that carried it), compared by the metric's method, and, after
+adjusting the p-values of all rows for multiple comparisons, given a
+three-way verdict (``verdict``):
 
 - ``**``   the interval lies entirely beyond the equivalence margin (so it
            excludes zero) and the adjusted p-value is at most alpha:
            a change beyond per-run noise;
-- ``flat`` the interval lies inside +-margin: shown to be no change;
+- ``flat`` the interval lies inside +-margin, and the data's resolution
+           is finer than the margin: shown to be no change;
 - ``ns``   neither: inconclusive at this n and noise.
 
-Check metrics (``check = 0`` for failed requests) are not compared: they
-are ``valid`` when every run met the expected value.
+When the baseline's median is 0 there is no relative change: ``**`` then
+needs the interval of the absolute shift to exclude 0, and nothing is
+``flat``.  Samples that are not finite never reach a method: the row is
+refused with the reason.  Check metrics (``check = 0`` for failed
+requests) are not compared: they are ``valid`` when every run met the
+expected value.  Metrics a parser reports without a direction and that the
+spec does not declare are left out of the table unless asked for
+(``show_all``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
@@ -26,26 +37,16 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from perfab.analyse.checks import adjust, bimodal, drift, too_few_runs
-from perfab.analyse.methods import Estimate, get_method, min_detectable_effect, relative_cv
+from perfab.analyse.methods import ABSOLUTE, Estimate, get_method, min_detectable_effect, relative_cv
+from perfab.analyse.names import LABELS, RUSAGE_LABELS
 from perfab.errors import UsageError
-from perfab.spec import Experiment, parse_spec
-from perfab.store import Session, Store
-
-PROFILE_PREFIX = "self."  # per-symbol profile shares, compared apart from the table
-
-RUSAGE_LABELS = {
-    "wall_s": "Time elapsed (s)",
-    "user_s": "User (s)",
-    "sys_s": "Sys (s)",
-    "max_rss_kb": "Max RSS (KiB)",
-    "vcsw": "Ctx switches vol",
-    "ivcsw": "Ctx switches invol",
-}
+from perfab.spec import Experiment, MetricSpec, parse_spec
+from perfab.store import Dataset, MetricMeta, Params, Session, Store
 
 
 @dataclass(frozen=True)
 class Row:
-    """One metric of one workload, one variant against the baseline."""
+    """One metric of one workload (at one sweep point), one variant against the baseline."""
 
     workload: str  # workload name
     metric: str  # metric name as stored
@@ -63,16 +64,21 @@ class Row:
     cv_base: float | None  # robust per-run noise of the baseline, fraction
     cv_exp: float | None  # same for the experiment side
     mde: float | None  # minimum detectable effect at this n and noise, fraction
-    base_values: tuple[float, ...]  # the raw samples
-    exp_values: tuple[float, ...]  # the raw samples
+    base_values: tuple[float, ...]  # the raw samples, in run order
+    exp_values: tuple[float, ...]  # the raw samples, in run order
     warnings: tuple[str, ...] = ()  # diagnostics for this row
+    params: Params = ()  # the sweep point, () outside sweeps
+    source: str = "backend"  # where the metric came from: rusage | backend | parser | service | machine
+    base_order: tuple[int, ...] = ()  # position in time of each baseline sample (session, plan position)
+    exp_order: tuple[int, ...] = ()  # same for the experiment side
 
     @property
     def regressed(self) -> bool:
         """A real change in the bad direction."""
         if self.verdict != "**" or self.higher_is_better is None or self.estimate is None:
             return False
-        return (self.estimate.delta < 0) == self.higher_is_better
+        change = self.estimate.delta if self.estimate.delta is not None else self.estimate.shift
+        return change is not None and (change < 0) == self.higher_is_better
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,8 @@ class WorkloadInfo:
     command: str  # the command line as written in the spec
     failed: dict[str, list[str]]  # variant -> reasons of failed measured runs
     excluded: dict[str, int]  # "metric: reason" -> number of runs excluded
+    hidden: tuple[str, ...] = ()  # parser metrics without a direction, left out of the table
+    params: tuple[str, ...] = ()  # names of the sweep parameters, () outside sweeps
 
 
 @dataclass(frozen=True)
@@ -108,132 +116,161 @@ class Analysis:
     notes: tuple[str, ...] = ()  # backend notes (e.g. what a simulated cache cannot tell)
     spec: Experiment | None = None  # the newest session's spec
     profiles: dict = field(default_factory=dict)  # (workload, variant) -> perfab.profile.ProfileRows
+    sources: dict = field(default_factory=dict)  # variant -> {"commit": ..., "build": ...} of the newest session
 
 
 def analyse(store: Store, name: str | None = None, alpha: float | None = None, confidence: float | None = None,
-            method: str | None = None) -> Analysis:
+            method: str | None = None, show_all: bool = False) -> Analysis:
     """Compare the stored runs of experiment ``name`` (the newest by default)."""
-    name = name or store.latest_experiment()
-    sessions = store.sessions(name)
-    spec = parse_spec(sessions[-1].spec_text, sessions[-1].spec_path or "<stored spec>")
+    data = store.load(name or store.latest_experiment())
+    last = data.sessions[-1]
+    spec = parse_spec(last.spec_text, last.spec_path or "<stored spec>")
+    return compare(data, spec, alpha, confidence, method, show_all)
+
+
+def compare(data: Dataset, spec: Experiment, alpha: float | None = None, confidence: float | None = None,
+            method: str | None = None, show_all: bool = False) -> Analysis:
+    """The analysis of ``data`` under ``spec``: a pure function (see the module docstring)."""
     alpha = spec.alpha if alpha is None else alpha
     confidence = spec.confidence if confidence is None else confidence
     for label, value in (("--alpha", alpha), ("--confidence", confidence)):
-        if not 0 < value < 1:
+        if not (0 < value < 1):
             raise UsageError(f"{label} {value}: must lie strictly between 0 and 1 (e.g. 0.05 and 0.95)")
-    data = _Collected(store, name)
-    rows = []
+    idx = _Index(data)
+    backend = data.sessions[-1].backend if data.sessions else "time"
+    rows, infos = [], []
     for workload in spec.workloads:
-        for metric in data.metrics(workload.name, spec, sessions[-1].backend):
-            for variant in [v.name for v in spec.variants if v.name != spec.baseline]:
-                rows.append(_row(spec, data, workload.name, metric, variant, confidence, alpha, method))
+        shown, hidden = _metrics(idx, workload, backend, show_all)
+        for point in idx.points(workload.name):
+            for metric in shown:
+                for variant in [v.name for v in spec.variants if v.name != spec.baseline]:
+                    rows.append(_row(spec, idx, workload.name, point, metric, variant, confidence, alpha, method))
+        infos.append(idx.workload_info(workload, tuple(hidden)))
     rows = _verdicts(rows, alpha, spec.fdr)
+    sessions = list(data.sessions)
     return Analysis(
-        experiment=name, baseline=spec.baseline,
+        experiment=data.experiment, baseline=spec.baseline,
         variants=tuple(v.name for v in spec.variants if v.name != spec.baseline), rows=tuple(rows),
-        workloads=tuple(data.workload_info(w) for w in spec.workloads), alpha=alpha, confidence=confidence,
-        fdr=spec.fdr, runs_per_side=data.runs_per_side(), order=spec.order, backend=sessions[-1].backend,
-        groups=sessions[-1].groups, environment=_side_env(sessions, spec.baseline),
+        workloads=tuple(infos), alpha=alpha, confidence=confidence, fdr=spec.fdr,
+        runs_per_side=idx.runs_per_side(), order=spec.order, backend=backend,
+        groups=sessions[-1].groups if sessions else ((),), environment=_side_env(sessions, spec.baseline),
         env_differences=_env_differences(sessions, spec), sessions=len(sessions),
-        warnings=tuple(_experiment_warnings(sessions, spec, data)), notes=data.notes, spec=spec,
-        profiles=_profiles(spec, data, alpha))
+        warnings=tuple(_experiment_warnings(sessions, spec, idx)), notes=idx.notes, spec=spec,
+        profiles=_profiles(spec, idx, alpha), sources=sessions[-1].sources if sessions else {})
 
 
-class _Collected:
-    """The stored runs of one experiment, indexed for analysis."""
+class _Index:
+    """The measured runs of a dataset, indexed by (workload, point, variant, metric)."""
 
-    def __init__(self, store: Store, name: str):
-        self.runs = store.run_rows(name)
-        self.meta = store.metric_meta(name)
-        values: dict[int, dict[str, float]] = defaultdict(dict)
-        for rid, metric, value in store.samples(name):
-            values[rid][metric] = value
-        self.excl: dict[int, dict[str, str]] = defaultdict(dict)
-        for rid, metric, reason in store.exclusions(name):
-            self.excl[rid][metric] = reason
-        self.series: dict[tuple[str, str, str], list[tuple[int, float]]] = defaultdict(list)
+    def __init__(self, data: Dataset):
+        self.data = data
+        self.meta: dict[tuple[str, str], MetricMeta] = data.meta
+        self.series: dict[tuple, list[tuple[int, float]]] = defaultdict(list)
         self.profile_runs: dict[tuple[str, str], list[dict[str, float]]] = defaultdict(list)
         self.order: dict[str, list[str]] = defaultdict(list)  # workload -> metrics in first-seen order
+        self._points: dict[str, list[Params]] = defaultdict(list)
         notes: list[str] = []
-        for r in self.runs:
-            if r["warmup"] or r["status"] != "ok":
-                continue
-            shares = {m: v for m, v in values[r["run_id"]].items() if m.startswith(PROFILE_PREFIX)}
-            if shares:
-                self.profile_runs[(r["workload"], r["variant"])].append(shares)
-            for metric, value in values[r["run_id"]].items():
-                if metric in self.excl[r["run_id"]] or metric.startswith(PROFILE_PREFIX):
+        for r in data.measured():
+            if r.params not in self._points[r.workload]:
+                self._points[r.workload].append(r.params)
+            if shares := data.profiles.get(r.run_id):
+                self.profile_runs[(r.workload, r.variant)].append(shares)
+            excluded = data.excluded.get(r.run_id, {})
+            for metric, value in data.values.get(r.run_id, {}).items():
+                if metric in excluded:
                     continue
-                self.series[(r["workload"], r["variant"], metric)].append((r["seq"] + 100000 * r["session"], value))
-                if metric not in self.order[r["workload"]]:
-                    self.order[r["workload"]].append(metric)
-            for note in _json_list(r["notes_json"]):
-                if note not in notes:
-                    notes.append(note)
+                self.series[(r.workload, r.params, r.variant, metric)].append((r.order, value))
+                if metric not in self.order[r.workload]:
+                    self.order[r.workload].append(metric)
+            notes += [n for n in r.notes if n not in notes]
         self.notes = tuple(notes)
 
-    def metrics(self, workload: str, spec: Experiment, backend: str) -> list[str]:
-        declared = [m.name for w in spec.workloads if w.name == workload for m in w.metrics]
-        seen = self.order.get(workload, [])
-        rest = [m for m in seen if m not in declared and m not in RUSAGE_LABELS]
-        # Under valgrind, rusage times the simulator, not the workload: left out unless declared.
-        rusage = [m for m in RUSAGE_LABELS if m in seen and m not in declared and backend != "cachegrind"]
-        return declared + rest + rusage
+    def points(self, workload: str) -> list[Params]:
+        return self._points.get(workload) or [()]
 
-    def values(self, workload: str, variant: str, metric: str) -> tuple[np.ndarray, np.ndarray]:
-        pairs = sorted(self.series.get((workload, variant, metric), []))
-        return np.array([v for _, v in pairs], dtype=float), np.array([s for s, _ in pairs], dtype=float)
+    def values(self, workload: str, point: Params, variant: str, metric: str) -> tuple[np.ndarray, tuple[int, ...]]:
+        pairs = sorted(self.series.get((workload, point, variant, metric), []))
+        return np.array([v for _, v in pairs], dtype=float), tuple(o for o, _ in pairs)
 
     def runs_per_side(self) -> dict[str, int]:
         out: dict[str, int] = defaultdict(int)
-        for r in self.runs:
-            if not r["warmup"] and r["status"] == "ok":
-                out[r["variant"]] += 1
+        for r in self.data.measured():
+            out[r.variant] += 1
         return dict(out)
 
-    def workload_info(self, workload) -> WorkloadInfo:
+    def workload_info(self, workload, hidden: tuple[str, ...]) -> WorkloadInfo:
         failed: dict[str, list[str]] = defaultdict(list)
         excluded: dict[str, int] = defaultdict(int)
-        for r in self.runs:
-            if r["workload"] != workload.name or r["warmup"]:
+        for r in self.data.runs:
+            if r.workload != workload.name or r.warmup:
                 continue
-            if r["status"] == "failed":
-                failed[r["variant"]].append(r["reason"] or "unknown")
-            for metric, reason in self.excl[r["run_id"]].items():
+            if r.status == "failed":
+                failed[r.variant].append(r.reason or "unknown")
+            for metric, reason in self.data.excluded.get(r.run_id, {}).items():
                 excluded[f"{metric}: {reason}"] += 1
         command = workload.argv[0] if workload.shell else " ".join(workload.argv)
-        return WorkloadInfo(workload.name, command, dict(failed), dict(excluded))
+        return WorkloadInfo(workload.name, command, dict(failed), dict(excluded), hidden,
+                            tuple(n for n, _ in workload.params))
 
 
-def _row(spec: Experiment, data: _Collected, workload: str, metric: str, variant: str, confidence: float,
-         alpha: float, method_override: str | None) -> Row:
-    decl = next((m for w in spec.workloads if w.name == workload for m in w.metrics if m.name == metric), None)
-    unit, hib, exact = data.meta.get((workload, metric), (None, None, False))
+def _metrics(idx: _Index, workload, backend: str, show_all: bool) -> tuple[list[str], list[str]]:
+    """(metrics in the table, parser metrics left out for want of a direction)."""
+    declared = [m.name for m in workload.metrics]
+    seen = idx.order.get(workload.name, [])
+    rest, hidden = [], []
+    for m in seen:
+        if m in declared or m in RUSAGE_LABELS:
+            continue
+        meta = idx.meta.get((workload.name, m))
+        if meta is not None and meta.source == "parser" and meta.higher_is_better is None and not show_all:
+            hidden.append(m)
+        else:
+            rest.append(m)
+    # Under valgrind, rusage times the simulator, not the workload: left out unless declared.
+    rusage = [m for m in RUSAGE_LABELS if m in seen and m not in declared and backend != "cachegrind"]
+    return declared + rest + rusage, hidden
+
+
+def _declared(spec: Experiment, workload: str, metric: str) -> MetricSpec | None:
+    return next((m for m in spec.workload(workload).metrics if m.name == metric), None)
+
+
+def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: str, variant: str,
+         confidence: float, alpha: float, method_override: str | None) -> Row:
+    decl = _declared(spec, workload, metric)
+    meta = idx.meta.get((workload, metric), MetricMeta(None, None, False, "backend"))
+    unit, hib = meta.unit, meta.higher_is_better
     if decl is not None:
         unit = decl.unit or unit
-        hib = decl.higher_is_better if decl.higher_is_better is not None else hib
-    label = (decl.label if decl and decl.label else None) or RUSAGE_LABELS.get(metric, metric)
+        hib = None if decl.no_direction else (decl.higher_is_better if decl.higher_is_better is not None else hib)
+    label = (decl.label if decl and decl.label else None) or LABELS.get(metric, metric)
     margin = (decl.margin_pct if decl and decl.margin_pct is not None else spec.margin_pct) / 100
-    base, base_order = data.values(workload, spec.baseline, metric)
-    exp, exp_order = data.values(workload, variant, metric)
+    base, base_order = idx.values(workload, point, spec.baseline, metric)
+    exp, exp_order = idx.values(workload, point, variant, metric)
     common = dict(workload=workload, metric=metric, label=label, variant=variant, unit=unit, higher_is_better=hib,
                   primary=bool(decl and decl.primary), margin=margin, n_base=len(base), n_exp=len(exp),
-                  base_values=tuple(base), exp_values=tuple(exp))
+                  base_values=tuple(base), exp_values=tuple(exp), params=point, source=meta.source,
+                  base_order=base_order, exp_order=exp_order)
+    none = dict(estimate=None, q=None, cv_base=None, cv_exp=None, mde=None)
     if decl is not None and decl.check is not None:
         bad = int(np.sum(base != decl.check) + np.sum(exp != decl.check))
-        verdict = "valid" if bad == 0 and len(base) and len(exp) else f"INVALID ({bad} runs)"
-        return Row(**common, estimate=None, q=None, verdict=verdict, cv_base=None, cv_exp=None, mde=None)
+        verdict_ = "valid" if bad == 0 and len(base) and len(exp) else f"INVALID ({bad} runs)"
+        return Row(**common, **none, verdict=verdict_)
     if len(base) == 0 or len(exp) == 0:
-        return Row(**common, estimate=None, q=None, verdict="-", cv_base=None, cv_exp=None, mde=None,
-                   warnings=("no usable runs on one side",))
-    name = method_override or (decl.method if decl and decl.method else None) or ("exact" if exact else spec.method)
+        return Row(**common, **none, verdict="-", warnings=("no usable runs on one side",))
+    bad = int(np.sum(~np.isfinite(base)) + np.sum(~np.isfinite(exp)))
+    if bad:
+        return Row(**common, **none, verdict="-", warnings=(f"{bad} non-finite sample(s) (inf or nan): refused",))
+    name = method_override or (decl.method if decl and decl.method else None) or \
+        ("exact" if meta.exact else spec.method)
     est = get_method(name).compare(base, exp, confidence)
     cv_b, cv_e = relative_cv(base), relative_cv(exp)
     noise = max([c for c in (cv_b, cv_e) if c is not None], default=None)
     warnings = list(est.warnings)
     if name != "exact":
         warnings += [w for w in (too_few_runs(len(base), len(exp), alpha),
-                                 drift(base, base_order, spec.baseline), drift(exp, exp_order, variant),
+                                 drift(base, np.array(base_order), spec.baseline),
+                                 drift(exp, np.array(exp_order), variant),
                                  bimodal(base, spec.baseline), bimodal(exp, variant)) if w]
     mde = min_detectable_effect(len(base), len(exp), noise, alpha, margin=margin) if name != "exact" else None
     return Row(**common, estimate=est, q=None, verdict="", cv_base=cv_b, cv_exp=cv_e, mde=mde,
@@ -250,32 +287,59 @@ def _verdicts(rows: list[Row], alpha: float, fdr: str) -> list[Row]:
             out.append(r)
             continue
         q = q_of.get(i)
-        out.append(replace(r, q=q, verdict=verdict(r.estimate, r.margin, q, alpha)))
+        v = verdict(r.estimate, r.margin, q, alpha)
+        out.append(replace(r, q=q, verdict=v, warnings=r.warnings + _resolution_warning(r.estimate, r.margin, v)))
     return out
+
+
+def _resolution_warning(est: Estimate, margin: float, verdict_: str) -> tuple[str, ...]:
+    """Why a row on coarse data is ``ns``, when its grid is what stops a verdict."""
+    if verdict_ != "ns" or est.basis == ABSOLUTE or est.resolution <= margin:
+        return ()
+    text = (f"values sit on a grid of {_pct(est.resolution)} of the baseline (a coarse clock or whole counts), "
+            f"coarser than the +-{_pct(margin)} margin: flat cannot be shown")
+    if est.coarse:
+        text += "; with less spread than one step, the interval covers any shift rounding could hide"
+    return (text,)
 
 
 def verdict(est: Estimate, margin: float, q: float | None, alpha: float) -> str:
     """``**``, ``flat`` or ``ns`` for one estimate (see the module docstring)."""
-    if est.delta is None or est.lo is None or est.hi is None:
+    if est.basis == ABSOLUTE:
+        if est.method == "exact":
+            return "flat" if est.shift == 0 else "**"
+        lo, hi = est.shift_lo, est.shift_hi
+        if lo is None or hi is None or q is None:
+            return "ns"
+        return "**" if q <= alpha and (lo > 0 or hi < 0) else "ns"
+    if est.delta is None or est.lo is None or est.hi is None or not math.isfinite(est.delta):
         return "ns"
     if est.method == "exact":
         return "flat" if abs(est.delta) <= margin else "**"
-    if -margin <= est.lo and est.hi <= margin:
+    if _inside(est, margin) and est.resolution <= margin:
         return "flat"
     if q is not None and q <= alpha and (est.lo > margin or est.hi < -margin):
         return "**"
     return "ns"
 
 
-def _profiles(spec: Experiment, data: _Collected, alpha: float) -> dict:
+def _inside(est: Estimate, margin: float) -> bool:
+    return est.lo is not None and est.hi is not None and -margin <= est.lo and est.hi <= margin
+
+
+def _pct(x: float) -> str:
+    return "inf" if not math.isfinite(x) else f"{100 * x:.2g}%"
+
+
+def _profiles(spec: Experiment, idx: _Index, alpha: float) -> dict:
     """Per-symbol self-time comparisons for workloads whose runs were profiled."""
     from perfab.profile import compare_profiles
 
     out = {}
     for w in spec.workloads:
-        base = data.profile_runs.get((w.name, spec.baseline))
+        base = idx.profile_runs.get((w.name, spec.baseline))
         for v in spec.variants:
-            exp = data.profile_runs.get((w.name, v.name))
+            exp = idx.profile_runs.get((w.name, v.name))
             if v.name != spec.baseline and base and exp:
                 out[(w.name, v.name)] = compare_profiles(base, exp, alpha=alpha)
     return out
@@ -285,13 +349,15 @@ def _side_env(sessions: list[Session], side: str) -> dict[str, str]:
     for s in sessions:
         if s.side in (None, side):
             return s.environment
-    return sessions[0].environment
+    return sessions[0].environment if sessions else {}
 
 
 def _env_differences(sessions: list[Session], spec: Experiment) -> tuple[tuple[str, str, str, str], ...]:
     """Differences between the baseline's environment and each variant's, when they ran in different sessions."""
     from perfab.machine import differences
 
+    if not sessions:
+        return ()
     base = _side_env(sessions, spec.baseline)
     out = []
     for v in spec.variants:
@@ -304,7 +370,7 @@ def _env_differences(sessions: list[Session], spec: Experiment) -> tuple[tuple[s
     return tuple(out)
 
 
-def _experiment_warnings(sessions: list[Session], spec: Experiment, data: _Collected) -> list[str]:
+def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index) -> list[str]:
     warnings = []
     if spec.variants[0].external:
         for v in spec.variants:
@@ -312,16 +378,20 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, data: _Colle
             if n == 1:
                 warnings.append(f"one session (boot) of side {v.name!r}: sessions are a random effect and "
                                 "between-boot variation is not estimated; run each side in >= 2 sessions")
-    workloads = {json.dumps(tomllib.loads(s.spec_text).get("workload"), sort_keys=True) for s in sessions}
+    workloads = {json.dumps(_workload_tables(s.spec_text), sort_keys=True) for s in sessions}
     if len(workloads) > 1:
         warnings.append("the workloads changed between sessions: runs of different commands are pooled")
     if spec.order == "sequential":
         warnings.append("sequential order: slow drift of the machine is confounded with the change")
-    for info in (data.workload_info(w) for w in spec.workloads):
+    for w in spec.workloads:
+        info = idx.workload_info(w, ())
         for variant, reasons in info.failed.items():
             warnings.append(f"{info.name}: {len(reasons)} failed run(s) on {variant} (first: {reasons[0]})")
     return warnings
 
 
-def _json_list(text: str | None) -> list[str]:
-    return json.loads(text) if text else []
+def _workload_tables(text: str):
+    try:
+        return tomllib.loads(text).get("workload")
+    except tomllib.TOMLDecodeError:
+        return None

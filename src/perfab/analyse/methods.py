@@ -3,19 +3,32 @@
 A method is a named object with a docstring stating its test, its
 assumptions and why it is used, so a reader can check every verdict.  All
 return an ``Estimate``: centers, the relative delta with its confidence
-interval (at ``confidence``, e.g. 0.95) and a two-sided p-value.  ``alpha``
-(the significance level, e.g. 0.05) is not a method parameter: the report
+interval (at ``confidence``, e.g. 0.95), the same change as an absolute
+shift in the metric's unit, and a two-sided p-value.  ``alpha`` (the
+significance level, e.g. 0.05) is not a method parameter: the report
 applies it after the false-discovery-rate adjustment across rows.
+
+What Delta is (``Estimate.basis``):
+
+- ``ratio``: every value is positive: the change is a ratio of locations,
+  ``delta = exp(shift of log values) - 1``;
+- ``shift/median``: some values are zero (or negative) and the baseline's
+  median is not: ``delta = shift / |baseline median|``;
+- ``absolute``: the baseline's median is zero: no relative change exists;
+  ``delta`` is None and the change is ``shift``, in the metric's unit.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats
+
+from perfab.analyse.ranks import hl_rank, rank_sum_p, resolution, under_one_step
+
+RATIO, SHIFT_MEDIAN, ABSOLUTE = "ratio", "shift/median", "absolute"
 
 
 @dataclass(frozen=True)
@@ -32,29 +45,50 @@ class Estimate:
     hi: float | None  # upper end
     p: float | None  # two-sided p-value; None for the exact method
     warnings: tuple[str, ...] = ()  # what the method noticed about its own assumptions
+    basis: str = RATIO  # what delta is: ratio | shift/median | absolute (see the module docstring)
+    shift: float | None = None  # the change in the metric's unit (Hodges-Lehmann shift, or difference of medians)
+    shift_lo: float | None = None  # its interval, in the metric's unit
+    shift_hi: float | None = None
+    resolution: float = 0.0  # relative grid step of the data (a coarse clock, whole counts); 0 for continuous data
+    coarse: bool = False  # the spread is under half a grid step: the interval was widened by the worst rounding
 
 
 class AssumeNothing:
     """Mann-Whitney U test with the Hodges-Lehmann shift and its distribution-free interval.
 
-    Test: the two-sided Mann-Whitney U (Wilcoxon rank-sum) test of whether
-    one side's values tend to be larger (scipy's implementation: exact null
-    distribution for small samples without ties, the normal approximation
-    with tie correction otherwise).
+    Test: the two-sided Wilcoxon-Mann-Whitney rank-sum test, its p-value
+    from the exact permutation distribution with mid-ranks for ties up to
+    100 values, the normal approximation with tie correction beyond
+    (``perfab.analyse.ranks``).
 
     Effect and interval: the Hodges-Lehmann estimator, the median of all
-    n*m pairwise differences, computed on log values so it is a *ratio*:
-    ``delta = exp(HL) - 1``.  Its interval is the pair of order statistics
-    of those differences that inverts the same U test (Bauer 1972), so the
-    interval excludes zero exactly when the test rejects: the verdict and
-    the p-value never disagree.  Metrics with zero or negative values use
-    raw differences divided by the baseline median instead.
+    n*m pairwise differences, computed on log values when every value is
+    positive so it is a ratio (``delta = exp(HL) - 1``), on raw values
+    otherwise (see the module docstring).  Its interval is the pair of order
+    statistics of those differences that inverts the rank test (Bauer
+    1972): with continuous data the interval excludes zero exactly when
+    the test rejects.
+
+    Coarse data (values on a grid of step q: a 4 ms clock, whole counts):
+    the pairwise differences pile up on multiples of q and the order
+    statistics collapse (an interval of [0, 0] for a real +5% change), so
+    the grid is accounted for.  When each side's spread is at least about
+    q/2 (``ranks.under_one_step``), rounding errors are close to independent and uniform
+    (Sheppard's condition; Heitjan, "Inference from grouped continuous
+    data: a review", Statistical Science 4 (1989) 164-183) and every
+    pairwise difference is spread over its possible rounding error (a
+    triangle of half-width q/2 + q/2) before the same ranks are read off.
+    When the spread is smaller, rounding can hide any shift up to one step,
+    so the interval is widened by the largest rounding error of a
+    difference (the sharp worst case).  The relative step is reported as
+    ``resolution``: a row cannot be ``flat`` with a margin finer than it.
 
     Assumptions: runs are independent and, under the null hypothesis, the
-    two sides' distributions have the same shape (a pure shift on the log
-    scale).  No normality; robust to the long right tails and outliers that
-    timing data have.  Why: per-run performance noise is rarely normal, and
-    a maintainer can check a rank test without trusting a model.
+    two sides' distributions have the same shape (a pure shift on the
+    scale used).  No normality; robust to the long right tails and
+    outliers that timing data have.  Why: per-run performance noise is
+    rarely normal, and a maintainer can check a rank test without trusting
+    a model.
 
     References: Hollander, Wolfe & Chicken, *Nonparametric Statistical
     Methods*, 3rd ed., 2014, sections 4.1-4.3; Bauer, "Constructing
@@ -65,21 +99,92 @@ class AssumeNothing:
 
     def compare(self, base: np.ndarray, exp: np.ndarray, confidence: float) -> Estimate:
         n, m = len(base), len(exp)
-        positive = bool(np.all(base > 0) and np.all(exp > 0))
-        a, b = (np.log(base), np.log(exp)) if positive else (base, exp)
-        diffs = np.sort(np.subtract.outer(b, a).ravel())
-        k = _hl_rank(n, m, confidence)
-        shift = float(np.median(diffs))
-        lo = float(diffs[k - 1]) if k >= 1 else -math.inf
-        hi = float(diffs[n * m - k]) if k >= 1 else math.inf
-        p = float(stats.mannwhitneyu(exp, base, alternative="two-sided").pvalue) if n and m else None
-        if np.all(diffs == 0):
-            p = 1.0
-        scale = _relative(positive, float(np.median(base)))
-        if scale is None:  # baseline median 0: no relative change, unless nothing changed at all
-            same = 0.0 if np.all(diffs == 0) else None
-            return _estimate(self.name, base, exp, same, same, same, p)
-        return _estimate(self.name, base, exp, scale(shift), scale(lo), scale(hi), p)
+        step = resolution(base, exp)
+        log_scale = bool(np.all(base > 0) and np.all(exp > 0)) and (step == 0 or min(base.min(), exp.min()) > step)
+        a, b = (np.log(base), np.log(exp)) if log_scale else (base, exp)
+        diffs = np.subtract.outer(b, a).ravel()
+        k = hl_rank(n, m, confidence)
+        coarse = step > 0 and (under_one_step(base) or under_one_step(exp))
+        warnings: list[str] = []
+        if step == 0:
+            shift, lo, hi = _order_interval(np.sort(diffs), k)
+        else:
+            halfwidths = _rounding_halfwidths(base, exp, step, log_scale)
+            if coarse:
+                shift, lo, hi = _order_interval(np.sort(diffs), k)
+                worst = float(halfwidths.max())
+                lo, hi = lo - worst, hi + worst
+            else:
+                shift, lo, hi = _smoothed_interval(diffs, halfwidths, k)
+        p = rank_sum_p(base, exp)
+        median_base = float(np.median(base))
+        rel_step = step / abs(median_base) if median_base else (math.inf if step else 0.0)
+        raw_shift = _raw_shift(base, exp, step, coarse, k)
+        if log_scale:
+            est = _estimate(self.name, base, exp, math.expm1(shift), _expm1(lo), _expm1(hi), p, warnings, RATIO,
+                            raw_shift, rel_step)
+        elif median_base == 0:
+            est = _estimate(self.name, base, exp, None, None, None, p, warnings, ABSOLUTE, (shift, lo, hi), rel_step)
+        else:
+            scale = abs(median_base)
+            est = _estimate(self.name, base, exp, shift / scale, lo / scale, hi / scale, p, warnings, SHIFT_MEDIAN,
+                            (shift, lo, hi), rel_step)
+        return replace(est, coarse=coarse)
+
+
+def _order_interval(sorted_diffs: np.ndarray, k: int) -> tuple[float, float, float]:
+    nm = len(sorted_diffs)
+    shift = float(np.median(sorted_diffs))
+    if k < 1:
+        return shift, -math.inf, math.inf
+    return shift, float(sorted_diffs[k - 1]), float(sorted_diffs[nm - k])
+
+
+def _rounding_halfwidths(base: np.ndarray, exp: np.ndarray, step: float, log_scale: bool) -> np.ndarray:
+    """Per pairwise difference, the largest error rounding to ``step`` can put into it."""
+    if not log_scale:
+        return np.full(len(base) * len(exp), float(step))
+    err = lambda x: np.log(x / (x - step / 2))  # noqa: E731  the larger of the two one-sided log errors
+    return np.add.outer(err(exp), err(base)).ravel()
+
+
+def _smoothed_interval(diffs: np.ndarray, halfwidths: np.ndarray, k: int) -> tuple[float, float, float]:
+    """HL shift and interval with each difference spread over a triangle of its rounding half-width."""
+    nm = len(diffs)
+    center = _triangle_quantile(diffs, halfwidths, 0.5)
+    if k < 1:
+        return center, -math.inf, math.inf
+    return center, _triangle_quantile(diffs, halfwidths, (k - 0.5) / nm), \
+        _triangle_quantile(diffs, halfwidths, (nm - k + 0.5) / nm)
+
+
+def _triangle_quantile(d: np.ndarray, h: np.ndarray, prob: float) -> float:
+    """t with mean(TriangleCDF((t - d) / h)) = prob, by bisection (the mixture CDF is monotone)."""
+    lo, hi = float((d - h).min()), float((d + h).max())
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        z = np.clip((mid - d) / h, -1.0, 1.0)
+        cdf = np.where(z < 0, 0.5 * (1 + z) ** 2, 1 - 0.5 * (1 - z) ** 2).mean()
+        if cdf < prob:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def _raw_shift(base, exp, step, coarse, k) -> tuple[float, float, float]:
+    """The change in the metric's unit: HL shift of the raw values with its interval."""
+    diffs = np.subtract.outer(exp, base).ravel()
+    if step == 0:
+        return _order_interval(np.sort(diffs), k)
+    if coarse:
+        shift, lo, hi = _order_interval(np.sort(diffs), k)
+        return shift, lo - step, hi + step
+    return _smoothed_interval(diffs, np.full(len(diffs), float(step)), k)
+
+
+def _expm1(x: float) -> float:
+    return math.expm1(x) if math.isfinite(x) else x
 
 
 EXACT_TOLERANCE = 1e-4  # relative spread within a side tolerated as deterministic (timer reads in the workload)
@@ -100,8 +205,10 @@ class AssumeExact:
     deterministic; when a side's values vary by more than ``EXACT_TOLERANCE``
     (0.01%: a workload reading a clock executes a few instructions more or
     less), a warning says so; any variation widens the interval to the
-    range of all pairwise ratios, the most it could move the estimate.  Reference: the same idea
-    as benchstat's AssumeExact (golang.org/x/perf/benchmath).
+    range of all pairwise ratios, the most it could move the estimate.  A
+    baseline of 0 has no ratio: the change is the difference in the
+    metric's unit (basis ``absolute``).  Reference: the same idea as
+    benchstat's AssumeExact (golang.org/x/perf/benchmath).
     """
 
     name = "exact"
@@ -109,19 +216,21 @@ class AssumeExact:
     def compare(self, base: np.ndarray, exp: np.ndarray, confidence: float) -> Estimate:
         mb, me = float(np.median(base)), float(np.median(exp))
         warnings: list[str] = []
+        spread_ = max(_relative_range(base), _relative_range(exp))
+        if spread_ > EXACT_TOLERANCE:
+            warnings.append(f"values vary within a side (by {100 * spread_:.2g}%): the exact method assumes "
+                            "deterministic counts")
+        diffs = np.subtract.outer(exp, base).ravel()
+        shift = (me - mb, float(diffs.min()), float(diffs.max()))
         if mb == 0:
-            delta = 0.0 if me == 0 else None
-            return _estimate(self.name, base, exp, delta, delta, delta, None)
+            return _estimate(self.name, base, exp, None, None, None, None, warnings, ABSOLUTE, shift, 0.0)
         delta = me / mb - 1
         lo = hi = delta
-        spread = max(_relative_range(base), _relative_range(exp))
-        if spread > EXACT_TOLERANCE:
-            warnings.append(f"values vary within a side (by {100 * spread:.2g}%): the exact method assumes "
-                            "deterministic counts")
-        if spread > 0:
-            ratios = np.divide.outer(exp, base).ravel() - 1 if np.all(base != 0) else np.array([delta])
+        if spread_ > 0 and np.all(base != 0):
+            ratios = np.divide.outer(exp, base).ravel() - 1
             lo, hi = float(ratios.min()), float(ratios.max())
-        return _estimate(self.name, base, exp, delta, lo, hi, None, tuple(warnings))
+        basis = RATIO if np.all(base > 0) and np.all(exp > 0) else SHIFT_MEDIAN
+        return _estimate(self.name, base, exp, delta, lo, hi, None, warnings, basis, shift, 0.0)
 
 
 class AssumeNormal:
@@ -143,18 +252,24 @@ class AssumeNormal:
     def compare(self, base: np.ndarray, exp: np.ndarray, confidence: float) -> Estimate:
         n, m = len(base), len(exp)
         mb, me = float(np.mean(base)), float(np.mean(exp))
-        if n < 2 or m < 2 or mb == 0:
-            return _estimate(self.name, base, exp, None if mb == 0 else me / mb - 1, -math.inf, math.inf, None)
+        diff = me - mb
+        if n < 2 or m < 2:
+            return _estimate(self.name, base, exp, None if mb == 0 else diff / abs(mb), -math.inf, math.inf, None,
+                             (), ABSOLUTE if mb == 0 else SHIFT_MEDIAN, (diff, -math.inf, math.inf), 0.0)
         vb, ve = np.var(base, ddof=1) / n, np.var(exp, ddof=1) / m
         se = math.sqrt(vb + ve)
         if se == 0:
-            d = me / mb - 1
-            return _estimate(self.name, base, exp, d, d, d, 1.0 if d == 0 else 0.0)
-        df = (vb + ve) ** 2 / (vb ** 2 / (n - 1) + ve ** 2 / (m - 1))
-        t = stats.t.ppf(0.5 + confidence / 2, df)
-        p = float(stats.ttest_ind(exp, base, equal_var=False).pvalue)
-        diff = me - mb
-        return _estimate(self.name, base, exp, diff / mb, (diff - t * se) / abs(mb), (diff + t * se) / abs(mb), p)
+            p = 1.0 if diff == 0 else 0.0
+            lo = hi = diff
+        else:
+            df = (vb + ve) ** 2 / (vb ** 2 / (n - 1) + ve ** 2 / (m - 1))
+            t = stats.t.ppf(0.5 + confidence / 2, df)
+            p = float(stats.ttest_ind(exp, base, equal_var=False).pvalue)
+            lo, hi = diff - t * se, diff + t * se
+        if mb == 0:
+            return _estimate(self.name, base, exp, None, None, None, p, (), ABSOLUTE, (diff, lo, hi), 0.0)
+        return _estimate(self.name, base, exp, diff / abs(mb), lo / abs(mb), hi / abs(mb), p, (), SHIFT_MEDIAN,
+                         (diff, lo, hi), 0.0)
 
 
 METHODS = {m.name: m for m in (AssumeNothing(), AssumeExact(), AssumeNormal())}
@@ -164,67 +279,10 @@ def get_method(name: str):
     return METHODS[name]
 
 
-def _estimate(name, base, exp, delta, lo, hi, p, warnings=()) -> Estimate:
+def _estimate(name, base, exp, delta, lo, hi, p, warnings, basis, shift, rel_step) -> Estimate:
+    s, s_lo, s_hi = shift
     return Estimate(name, float(np.median(base)), float(np.median(exp)), float(np.mean(base)),
-                    float(np.mean(exp)), delta, lo, hi, p, tuple(warnings))
-
-
-def _relative(log_scale: bool, median_base: float):
-    """Map a shift to a relative change: exp() for log shifts, / |median| for raw ones."""
-    if log_scale:
-        return lambda s: math.expm1(s) if math.isfinite(s) else s
-    if median_base == 0:
-        return None
-    return lambda s: s / abs(median_base)
-
-
-def _hl_rank(n: int, m: int, confidence: float) -> int:
-    """The 1-based rank k such that [d_(k), d_(nm+1-k)] covers the shift with ``confidence``.
-
-    Exact for n*m <= 2500 (the null distribution of U counted from the
-    Gaussian binomial coefficient), normal approximation beyond.  0 means
-    the samples are too small for any finite interval at this confidence.
-    """
-    if n == 0 or m == 0:
-        return 0
-    tail = (1 - confidence) / 2
-    if n * m <= 2500:
-        cdf = _u_cdf(n, m)
-        k = int(np.searchsorted(cdf, tail, side="right"))  # P(U <= k-1) <= tail
-        return k
-    z = stats.norm.ppf(1 - tail)
-    return max(0, int(math.floor(n * m / 2 - z * math.sqrt(n * m * (n + m + 1) / 12))))
-
-
-@lru_cache(maxsize=256)
-def _u_cdf(n: int, m: int) -> np.ndarray:
-    """Cumulative null distribution of the Mann-Whitney U statistic, P(U <= u) for u = 0..nm."""
-    counts = [1]  # coefficients of the Gaussian binomial [n+m choose n]_q
-    for i in range(1, n + 1):
-        counts = _poly_mul(counts, [1] + [0] * (m + i - 1) + [-1])  # (1 - q^(m+i))
-        counts = _poly_div_1_minus_qk(counts, i)  # / (1 - q^i)
-    total = math.comb(n + m, n)
-    return np.cumsum(np.array(counts[: n * m + 1], dtype=float)) / total
-
-
-def _poly_mul(a: list[int], b: list[int]) -> list[int]:
-    out = [0] * (len(a) + len(b) - 1)
-    for i, x in enumerate(a):
-        if x:
-            for j, y in enumerate(b):
-                if y:
-                    out[i + j] += x * y
-    return out
-
-
-def _poly_div_1_minus_qk(a: list[int], k: int) -> list[int]:
-    """Exact division of polynomial ``a`` by (1 - q^k)."""
-    out = list(a)
-    for i in range(k, len(out)):
-        out[i] += out[i - k]
-    while len(out) > 1 and out[-1] == 0:
-        out.pop()
-    return out
+                    float(np.mean(exp)), delta, lo, hi, p, tuple(warnings), basis, s, s_lo, s_hi, rel_step)
 
 
 def relative_cv(values: np.ndarray) -> float | None:

@@ -6,6 +6,7 @@ import math
 import statistics
 
 from perfab.analyse.compare import Row
+from perfab.analyse.methods import ABSOLUTE
 
 
 def fmt_value(row: Row, value: float | None) -> str:
@@ -34,11 +35,23 @@ def centers(row: Row) -> tuple[float | None, float | None]:
 
 
 def fmt_delta(row: Row) -> str:
+    """``+1.23%``; ``x11.4`` for ten times or more; the signed change in the metric's unit (no %) when the
+    baseline's median is 0 and no ratio exists."""
     est = row.estimate
-    if est is None or est.delta is None:
+    if est is None:
         return "-"
+    if est.delta is None:
+        if est.basis == ABSOLUTE and est.shift is not None and math.isfinite(est.shift):
+            text = fmt_value(row, est.shift)
+            return text if text.startswith("-") else "+" + text
+        return "-"
+    if est.delta >= 9:
+        return f"x{1 + est.delta:,.1f}"
     text = f"{100 * est.delta:+.2f}%"
     return "+0.00%" if text == "-0.00%" else text
+
+
+fmt_change = fmt_delta
 
 
 def measured_rows(rows: list[Row]) -> list[Row]:

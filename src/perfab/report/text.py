@@ -15,6 +15,7 @@ import math
 from collections import Counter
 
 from perfab.analyse.compare import Analysis, Row
+from perfab.analyse.methods import ABSOLUTE
 from perfab.plan import describe_order
 from perfab.report.numbers import centers, fmt_delta, fmt_value, measured_rows, noise_range
 
@@ -101,11 +102,13 @@ def _normalized_slice(a: Analysis, rows: list[Row], variants, label_w: int, col:
     for metric in metrics:
         per = {r.variant: r for r in rows if r.metric == metric}
         first = next(iter(per.values()))
-        line = f"{_clip(first.label, label_w):<{label_w}}  {'100.00%':>{col}}     "
+        absolute = first.estimate is not None and first.estimate.basis == ABSOLUTE
+        base = fmt_value(first, first.estimate.median_base) if absolute else "100.00%"
+        line = f"{_clip(first.label, label_w):<{label_w}}  {base:>{col}}     "
         for v in variants:
             r = per.get(v)
-            pct = "-" if r is None or r.estimate is None or r.estimate.delta is None else \
-                f"{100 * (1 + r.estimate.delta):.2f}%"
+            pct = "-" if r is None or r.estimate is None else \
+                fmt_delta(r) if r.estimate.delta is None else f"{100 * (1 + r.estimate.delta):.2f}%"
             line += f"  {pct:>{col}} {_sig(r) if r else '':<4}"
         body.append(line.rstrip())
     return [header.rstrip(), rule, *body, rule]
@@ -122,6 +125,9 @@ def _legend(a: Analysis, rows: list[Row]) -> list[str]:
     else:
         lines += _wrap(f"** = beyond per-run noise{noise}, ns = within noise, flat = within +-{margin}.")
     lines += _wrap(_method_note(a, methods))
+    if any(r.estimate is not None and r.estimate.basis == ABSOLUTE for r in rows):
+        lines += _wrap("Delta without % (+0, +2,140): the change in the metric's unit, where the baseline's "
+                       "median is 0 and no ratio exists.")
     mdes = [r.mde for r in measured_rows(rows) if r.mde is not None and math.isfinite(r.mde)]
     if mdes:
         lines += _wrap(f"Minimum detectable effect at this n and noise (80% power): "

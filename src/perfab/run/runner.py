@@ -1,14 +1,25 @@
 """Stage 3: running the plan, one run at a time, each stored the moment it ends.
 
-For every planned run the runner expands the side's placeholders, wraps the
-command (the side's ``wrap`` prefix, then the backend's), executes it, asks
-the backend for its readings, parses the workload's own output, and commits
-the run.  A failed run is stored with its reason, never dropped; when more
-runs fail than the policy allows, the session is aborted (stored runs stay).
+``Runner.run`` is the session's life: claim a session (a new one, or the
+unfinished one with ``--resume``; a second runner is refused with the
+holder's name), check every command before anything is stored, then
+execute the stored plan and release the session however it ends.
 
-SIGINT: the first one lets the run in flight finish, stores it and stops;
-a second one abandons the run in flight (stored as ``interrupted``, which
-``--resume`` runs again).  Either way the session can be resumed.
+Around the runs of each cell (workload, side, sweep point) a
+``SideContext`` runs the side's setup and starts the workload's service
+with that side's placeholders, and stops it again when the plan switches
+cell.  For every planned run the runner expands the cell's placeholders,
+wraps the command (the side's ``wrap`` prefix, then the backend's),
+executes it, asks the backend for its readings, parses the workload's own
+output, and commits the run (``perfab.run.readings``).  A failed run is
+stored with its reason, never dropped; when more runs fail than the
+policy allows, the session is aborted (stored runs stay).
+
+Signals: the first SIGINT lets the run in flight finish, stores it and
+stops; a second one abandons the run in flight.  SIGTERM and SIGHUP stop at
+once, like a second SIGINT.  An abandoned run is stored as
+``interrupted`` and ``--resume`` runs it again as a new attempt.  Services
+are stopped and the session released either way.
 """
 
 from __future__ import annotations
@@ -28,20 +39,13 @@ from typing import Callable
 from perfab.errors import PerfabError, UsageError
 from perfab.plan import PlannedRun, make_plan
 from perfab.run.backends import Backend
-from perfab.run.executor import Execution, Executor
-from perfab.run.services import Service, run_shell
-from perfab.spec import Experiment, Variant, Workload, expand, placeholders
+from perfab.run.context import SideContext
+from perfab.run.executor import Executor, FakeExecutor
+from perfab.run.preflight import preflight
+from perfab.run.readings import interrupted, record
+from perfab.run.services import run_shell
+from perfab.spec import Experiment, Variant, Workload, expand, placeholders, workload_placeholders
 from perfab.store import RunRecord, Store
-
-# Metrics every run carries, from wait4's rusage: (unit, higher_is_better).
-RUSAGE_METRICS = {
-    "wall_s": ("s", False),
-    "user_s": ("s", False),
-    "sys_s": ("s", False),
-    "max_rss_kb": ("KiB", False),
-    "vcsw": ("count", False),
-    "ivcsw": ("count", False),
-}
 
 
 @dataclass(frozen=True)
@@ -55,25 +59,31 @@ class SessionResult:
     side: str | None  # external side run, None when all sides ran
 
 
-class _Interrupts:
-    """Counts SIGINTs while a session runs; the second one kills the run in flight."""
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class _Signals:
+    """Counts SIGINTs while a session runs; a second SIGINT, or any SIGTERM/SIGHUP, kills the run in flight."""
 
     def __init__(self, executor: Executor):
-        self.executor, self.count, self.previous = executor, 0, None
+        self.executor, self.count, self.previous = executor, 0, {}
+        self.name = "SIGINT"
 
-    def __enter__(self) -> "_Interrupts":
-        try:
-            self.previous = signal.signal(signal.SIGINT, self._handle)
-        except ValueError:  # not the main thread: no handler
-            self.previous = None
+    def __enter__(self) -> "_Signals":
+        for sig in _STOP_SIGNALS:
+            try:
+                self.previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread: no handlers
+                break
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
 
     def _handle(self, signum, frame) -> None:
-        self.count += 1
+        self.name = signal.Signals(signum).name
+        self.count += 1 if signum == signal.SIGINT else 2
         if self.count >= 2:
             self.executor.interrupt()
 
@@ -95,7 +105,8 @@ class Runner:
 
     # -- sessions -----------------------------------------------------------
 
-    def run(self, side: str | None = None, resume: bool = False, new_session: bool = False) -> SessionResult:
+    def run(self, side: str | None = None, resume: bool = False, new_session: bool = False,
+            takeover: bool = False) -> SessionResult:
         """Plan and run a new session, or continue the unfinished one with ``resume``."""
         pending = self.store.unfinished_session(self.exp.name)
         if resume:
@@ -105,6 +116,7 @@ class Runner:
             if pending.spec_text != self.exp.source:
                 raise UsageError(f"{self.exp.path} changed since session {pending.id} began; restore it "
                                  "or start a new session with --new-session")
+            self.store.claim(pending.id, takeover)
             session, side = pending.id, pending.side
             todo = self.store.remaining(session)
         else:
@@ -113,22 +125,13 @@ class Runner:
                 raise UsageError(f"experiment {self.exp.name!r} has an unfinished session ({left} runs left); "
                                  "continue it with --resume or start another with --new-session")
             side = self.resolve_side(side)
-            todo = make_plan(self.exp, [side] if side else None, len(self.groups))
-            self._check_placeholders({p.variant for p in todo})
+            sides = [side] if side else None
+            preflight(self.exp, sides, self._env, getattr(self.executor, "resolves_programs",
+                                                          not isinstance(self.executor, FakeExecutor)))
+            todo = make_plan(self.exp, sides, len(self.groups))
             session = self.store.start_session(self.exp.name, self.exp.source, self.exp.path, self.exp.spec_hash,
                                                side, self.backend.name, self.groups, self.environment, todo)
         return self._execute(session, side, todo)
-
-    def _check_placeholders(self, sides: set[str]) -> None:
-        """Expand every command once, so a bad placeholder stops the session before it is stored."""
-        for workload in self.exp.workloads:
-            svc = workload.service
-            for variant in (v for v in self.exp.variants if v.name in sides):
-                values = placeholders(self.exp, variant, workload)
-                texts = [*workload.argv, *variant.wrap, *variant.setup, *variant.teardown, *workload.setup,
-                         *workload.teardown, workload.cwd or "", *(svc.argv if svc else ()), (svc and svc.cwd) or ""]
-                for text in texts:
-                    expand(text, values, f"workload {workload.name!r}, variant {variant.name!r}")
 
     def resolve_side(self, side: str | None) -> str | None:
         """The external side this session is (``--side`` or the variants' ``detect``)."""
@@ -154,14 +157,19 @@ class Runner:
         status = "aborted"  # unless the loop says otherwise; an exception leaves the session resumable
         scratch_root = Path(tempfile.mkdtemp(prefix="perfab-"))
         try:
-            with _Interrupts(self.executor) as interrupts:
+            with _Signals(self.executor) as signals:
                 for workload, runs in _by_workload(todo):
-                    status = self._workload(session, workload, runs, interrupts, scratch_root, limit)
+                    status = self._workload(session, workload, runs, signals, scratch_root, limit)
                     if status != "finished":
                         break
+                if signals.count and status == "finished":
+                    status = "interrupted"
         finally:
             shutil.rmtree(scratch_root, ignore_errors=True)
-            self.store.finish_session(session, status)
+            try:
+                self.store.finish_session(session, status)
+            except PerfabError as e:
+                self.say(f"warning: could not record the session's end ({e})")
         if status == "aborted":
             raise PerfabError(f"aborted after {self._failed} failed runs (last: {self._last_failure}); fix the "
                               "workload or raise experiment.max_failures, then continue with --resume")
@@ -169,36 +177,34 @@ class Runner:
 
     # -- one workload -------------------------------------------------------
 
-    def _workload(self, session, name, runs, interrupts, scratch_root, limit) -> str:
-        workload = next(w for w in self.exp.workloads if w.name == name)
+    def _workload(self, session, name, runs, signals, scratch_root, limit) -> str:
+        workload = self.exp.workload(name)
         parse = _parser(workload)
         total = len(runs)
+        own = workload_placeholders(self.exp, workload)
         with ExitStack() as stack:
-            first = self.exp.variant(runs[0].variant)
-            env0 = self._env(first)
-            cwd0 = self._cwd(workload, first)
+            env0 = self._env(self.exp.variant(runs[0].variant))
+            cwd0 = _shared_cwd(workload, own)
             for command in workload.setup:
-                run_shell(expand(command, placeholders(self.exp, first, workload)), env0, cwd0, "workload setup")
-            stack.callback(self._teardown, workload.teardown, env0, cwd0, placeholders(self.exp, first, workload))
-            if workload.service:
-                svc = workload.service
-                values = placeholders(self.exp, first, workload)
-                stack.enter_context(Service([expand(a, values) for a in svc.argv], svc.port, svc.ready_timeout_s,
-                                            env0, svc.cwd and expand(svc.cwd, values), scratch_root / "service.log"))
-            current: list[Variant] = []
-            stack.callback(lambda: current and self._teardown(current[0].teardown, self._env(current[0]),
-                                                              self._cwd(workload, current[0]),
-                                                              placeholders(self.exp, current[0], workload)))
+                run_shell(expand(command, own), env0, cwd0, "workload setup")
+            stack.callback(self._teardown, workload.teardown, env0, cwd0, own)
+            context: list[SideContext] = []
+            stack.callback(lambda: context and context.pop().__exit__(None, None, None))
             for i, planned in enumerate(runs):
-                if interrupts.count:
+                if signals.count:
                     return "interrupted"
                 variant = self.exp.variant(planned.variant)
-                if not current or current[0].name != variant.name:
-                    self._switch(current, variant, workload)
+                if not context or context[0].key != (workload.name, variant.name, planned.params):
+                    if context:
+                        context.pop().__exit__(None, None, None)
+                    ctx = SideContext(self.exp, workload, variant, planned.params, self._env(variant),
+                                      self._cwd(workload, self._values(variant, workload, planned)), self.say)
+                    ctx.__enter__()
+                    context.append(ctx)
                 self.progress(i, total, f"{workload.name} {variant.name}")
-                rec = self._one(planned, workload, variant, parse, scratch_root)
-                if interrupts.count >= 2:
-                    rec = _interrupted(rec)
+                rec = self._one(planned, workload, variant, parse, scratch_root, context[0])
+                if signals.count >= 2:
+                    rec = interrupted(rec, f"abandoned at {signals.name}")
                 self.store.record_run(session, planned, rec)
                 self._done += 1
                 if rec.status == "failed" and not planned.warmup:
@@ -207,20 +213,12 @@ class Runner:
                     self.say(f"run {planned.seq} ({workload.name}, {variant.name}) failed: {rec.reason}")
                     if self._failed > limit:
                         return "aborted"
+                if rec.status == "failed" and context[0].service_problem():
+                    context.pop().__exit__(None, None, None)  # the next run starts a fresh server
                 if rec.status == "interrupted":
                     return "interrupted"
             self.progress(total, total, workload.name)
-        return "interrupted" if interrupts.count else "finished"
-
-    def _switch(self, current: list[Variant], variant: Variant, workload: Workload) -> None:
-        if current:
-            old = current.pop()
-            self._teardown(old.teardown, self._env(old), self._cwd(workload, old),
-                           placeholders(self.exp, old, workload))
-        for command in variant.setup:
-            run_shell(expand(command, placeholders(self.exp, variant, workload)), self._env(variant),
-                      self._cwd(workload, variant), f"setup of variant {variant.name!r}")
-        current.append(variant)
+        return "interrupted" if signals.count else "finished"
 
     def _teardown(self, commands, env, cwd, values) -> None:
         for command in commands:
@@ -231,8 +229,9 @@ class Runner:
 
     # -- one run ------------------------------------------------------------
 
-    def _one(self, planned: PlannedRun, workload: Workload, variant: Variant, parse, scratch_root: Path) -> RunRecord:
-        values = placeholders(self.exp, variant, workload)
+    def _one(self, planned: PlannedRun, workload: Workload, variant: Variant, parse, scratch_root: Path,
+             ctx: SideContext) -> RunRecord:
+        values = self._values(variant, workload, planned)
         argv = [expand(a, values, f"workload {workload.name!r} argv") for a in workload.argv]
         if workload.shell:
             argv = ["/bin/sh", "-c", argv[0]]
@@ -240,11 +239,15 @@ class Runner:
         group = self.groups[planned.group]
         scratch = scratch_root / "run"  # one directory, emptied after each run that wrote to it
         scratch.mkdir(exist_ok=True)
+        started = time.time()
+        problem = ctx.service_problem()
+        if problem is not None:
+            return _not_run(started, problem)
+        cpu_before = ctx.service_cpu_s()
         try:
             inner = self.recorder.wrap(argv, scratch) if self.recorder else argv
             full = self.backend.wrap(inner, scratch, group)
-            started = time.time()
-            ex = self.executor.execute(full, self._env(variant), self._cwd(workload, variant), workload.timeout_s,
+            ex = self.executor.execute(full, self._env(variant), self._cwd(workload, values), workload.timeout_s,
                                        self.exp.stdout_cap_bytes, self._cpus)
             measurement = None
             if ex.error is None:
@@ -256,7 +259,11 @@ class Runner:
         finally:
             if os.listdir(scratch):
                 shutil.rmtree(scratch, ignore_errors=True)  # next run recreates it
-        return _record(ex, started, measurement, parse, self.backend, workload)
+        rec = record(ex, started, measurement, parse, self.backend, workload)
+        return _with_service(rec, ctx, cpu_before, workload)
+
+    def _values(self, variant: Variant, workload: Workload, planned: PlannedRun) -> dict[str, str]:
+        return placeholders(self.exp, variant, workload, planned.params)
 
     def _env(self, variant: Variant) -> dict[str, str]:
         env = self._envs.get(variant.name)
@@ -267,64 +274,49 @@ class Runner:
             self._envs[variant.name] = env
         return env
 
-    def _cwd(self, workload: Workload, variant: Variant) -> str | None:
+    def _cwd(self, workload: Workload, values: dict[str, str]) -> str | None:
         if workload.cwd is None:
             return None
-        return expand(workload.cwd, placeholders(self.exp, variant, workload), f"workload {workload.name!r} cwd")
+        return expand(workload.cwd, values, f"workload {workload.name!r} cwd")
 
 
-def _record(ex: Execution, started: float, measurement, parse, backend: Backend, workload: Workload) -> RunRecord:
-    """Turn an execution, the backend's readings and the parsed output into a stored run."""
-    metrics: dict[str, float] = {}
-    meta: dict[str, tuple[str | None, bool | None, bool]] = {}
-    reason = _failure(ex, workload)
-    excluded: dict[str, str] = {}
-    notes: tuple[str, ...] = ()
-    if ex.error is None:
-        metrics.update(wall_s=ex.wall_s, user_s=ex.user_s, sys_s=ex.sys_s, vcsw=float(ex.nvcsw),
-                       ivcsw=float(ex.nivcsw))
-        if ex.max_rss_kb is not None:
-            metrics["max_rss_kb"] = float(ex.max_rss_kb)
-        else:
-            excluded["max_rss_kb"] = "not measurable (at most perfab's own peak RSS)"
-        meta.update({m: (u, hib, False) for m, (u, hib) in RUSAGE_METRICS.items()})
-    if measurement is not None:
-        metrics.update(measurement.metrics)
-        excluded.update(measurement.excluded)
-        notes = tuple(measurement.notes)
-        info = backend.metric_info()
-        meta.update({m: (i.unit, i.higher_is_better, i.exact) for m, i in info.items() if m in measurement.metrics})
-        reason = measurement.failure or reason  # the backend knows more than an exit status
-    if reason is None and parse is not None:
-        try:
-            parsed = parse(ex.stdout.decode(errors="replace"), ex.stderr.decode(errors="replace"))
-        except PerfabError as e:
-            reason = f"output not parsed: {e}"
-        else:
-            metrics.update({m: p.value for m, p in parsed.items()})
-            meta.update({m: (p.unit, p.higher_is_better, False) for m, p in parsed.items()})
-    return RunRecord("failed" if reason else "ok", reason, started, ex.wall_s, ex.user_s, ex.sys_s, ex.max_rss_kb,
-                     ex.nvcsw, ex.nivcsw, ex.exit_code, ex.signal, ex.timed_out, ex.stdout, ex.stderr,
-                     ex.stdout_bytes, ex.stderr_bytes, metrics if reason is None else {}, excluded, notes, meta)
+def _shared_cwd(workload: Workload, own: dict[str, str]) -> str | None:
+    """The directory of a workload's own setup: its cwd when that does not depend on the side, else perfab's."""
+    if workload.cwd is None:
+        return None
+    try:
+        return expand(workload.cwd, own)
+    except PerfabError:
+        return None
 
 
-def _failure(ex: Execution, workload: Workload) -> str | None:
-    if ex.error:
-        return ex.error
-    if ex.timed_out:
-        return f"timed out after {workload.timeout_s:g} s"
-    if ex.signal is not None:
-        return f"killed by {signal.Signals(ex.signal).name}"
-    if ex.exit_code:
-        tail = ex.stderr.decode(errors="replace").strip().splitlines()[-1:]
-        return f"exit status {ex.exit_code}" + (f": {tail[0][:120]}" if tail else "")
-    return None
+def _not_run(started: float, reason: str) -> RunRecord:
+    return RunRecord("failed", reason, started, None, None, None, None, None, None, None, None, False, b"", b"", 0, 0)
 
 
-def _interrupted(rec: RunRecord) -> RunRecord:
-    return RunRecord("interrupted", "abandoned at SIGINT", rec.started_at, rec.wall_s, rec.user_s, rec.sys_s,
-                     rec.max_rss_kb, rec.nvcsw, rec.nivcsw, rec.exit_code, rec.signal, rec.timed_out, rec.stdout,
-                     rec.stderr, rec.stdout_bytes, rec.stderr_bytes)
+def _with_service(rec: RunRecord, ctx: SideContext, before, workload: Workload) -> RunRecord:
+    """The service's CPU time over the run (and per request), or the run failed if the service died in it."""
+    if ctx.service is None:
+        return rec
+    from dataclasses import replace
+
+    from perfab.analyse.names import SERVICE
+
+    problem = ctx.service_problem()
+    if problem is not None and rec.status == "ok":
+        return replace(rec, status="failed", reason=problem, metrics={}, profile={})
+    after = ctx.service_cpu_s()
+    if rec.status != "ok" or before is None or after is None:
+        return rec
+    user, sys_ = after[0] - before[0], after[1] - before[1]
+    got = {"service_user_s": user, "service_sys_s": sys_, "service_cpu_s": user + sys_}
+    requests = workload.service.requests_metric
+    if requests and rec.metrics.get(requests):
+        got["service_cpu_us_per_req"] = 1e6 * (user + sys_) / rec.metrics[requests]
+    metrics = {**rec.metrics, **got}
+    meta = {**rec.meta, **{m: (SERVICE[m][0], SERVICE[m][1], False) for m in got}}
+    sources = {**rec.sources, **{m: "service" for m in got}}
+    return replace(rec, metrics=metrics, meta=meta, sources=sources)
 
 
 def _recorder(exp: Experiment):
@@ -337,14 +329,14 @@ def _recorder(exp: Experiment):
 
 
 def _with_profile(measurement, recorder, scratch: Path):
-    """Add the run's per-symbol self shares (``self.<event>:<k|u>.<symbol>``) to the backend's readings."""
+    """Add the run's per-symbol self shares to the backend's readings (stored apart from the metrics)."""
     from dataclasses import replace
 
     try:
         shares = recorder.collect(scratch)
     except PerfabError as e:
         return replace(measurement, failure=measurement.failure or f"profile: {e}")
-    return replace(measurement, metrics={**measurement.metrics, **shares})
+    return replace(measurement, profile=shares)
 
 
 def _parser(workload: Workload):

@@ -12,6 +12,7 @@ class TimeBackend:
     """No wrapper: the runner's rusage (wall, user, sys, RSS, switches) is the measurement."""
 
     name = "time"
+    wraps_workload = False
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         return ((),)
@@ -36,7 +37,7 @@ def make_backend(measure: Measure) -> Backend:
         from perfab.run.backends.cachegrind import CachegrindBackend
 
         return CachegrindBackend(l1i=measure.l1i, l1d=measure.l1d, ll=measure.ll,
-                                 callgrind_toggle=measure.callgrind_toggle)
+                                 callgrind_toggle=measure.callgrind_toggle, branch_sim=measure.branch_sim)
     return TimeBackend()
 
 

@@ -28,6 +28,8 @@ class Measurement:
     excluded: dict[str, str] = field(default_factory=dict)  # metric -> why this run's value is unusable
     notes: tuple[str, ...] = ()  # facts about the run worth keeping (e.g. "workload killed by SIGSEGV")
     failure: str | None = None  # set when the backend itself failed: the run counts as failed
+    rusage: dict[str, float] = field(default_factory=dict)  # the workload's own user_s/sys_s, read by a wrapper
+    profile: dict[str, float] = field(default_factory=dict)  # profile key -> self share, percent of samples
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class Backend(Protocol):
     """How a run is measured; see the module docstring."""
 
     name: str
+    wraps_workload: bool  # the executed command is the backend's tool, not the workload: rusage is not its own
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         """The counter groups, each carried by some of the runs."""

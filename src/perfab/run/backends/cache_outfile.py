@@ -116,7 +116,9 @@ def metrics_from_events(events: dict[str, int]) -> dict[str, float]:
     """perfab's metric names from valgrind's event totals; absent events give no metric.
 
     ``D1 misses`` = D1mr + D1mw; ``LL misses`` = ILmr + DLmr + DLmw;
-    ``I1 MPKI`` = 1000 * I1mr / Ir, from the raw counts.
+    ``I1 MPKI`` = 1000 * I1mr / Ir, from the raw counts.  With branch
+    simulation: ``branches`` = Bc + Bi, ``branch mispredicts`` = Bcm + Bim,
+    and the indirect ones apart (Bi, Bim).
     """
     metrics: dict[str, float] = {}
     if "Ir" in events:
@@ -131,4 +133,9 @@ def metrics_from_events(events: dict[str, int]) -> dict[str, float]:
         metrics["LL misses"] = float(events["ILmr"] + events["DLmr"] + events["DLmw"])
     if "Dr" in events and "Dw" in events:
         metrics["D1 refs"] = float(events["Dr"] + events["Dw"])
+    if "Bc" in events and "Bi" in events:  # --branch-sim=yes: conditional and indirect branches
+        metrics["branches"] = float(events["Bc"] + events["Bi"])
+        metrics["branch mispredicts"] = float(events.get("Bcm", 0) + events.get("Bim", 0))
+        metrics["indirect branches"] = float(events["Bi"])
+        metrics["indirect mispredicts"] = float(events.get("Bim", 0))
     return metrics

@@ -39,6 +39,12 @@ Determinism holds for the program's instructions, not its inputs: a
 workload that prints a clock-derived number (lockbench's ``ops/s``) varies
 by a few dozen instructions in millions between runs.
 
+Branches: ``branch_sim = true`` adds valgrind's simulated predictors
+(``--branch-sim=yes``: a 16K-entry table of 2-bit counters for
+conditional branches, a 512-entry target cache for indirect ones):
+``branches``, ``branch mispredicts`` and the indirect ones apart, the
+extra call/ret and indirect-call cost of a paravirt-style lock path.
+
 Region mode: ``callgrind_toggle="FUNC"`` runs callgrind instead, counting
 only while ``FUNC`` (callgrind's wildcards allowed) and its callees run.
 A run in which ``FUNC`` never ran has every metric excluded.
@@ -75,7 +81,14 @@ _METRICS = {
     "LL misses": MetricInfo("count", higher_is_better=False, exact=True),
     "I1 MPKI": MetricInfo("misses/kinstr", higher_is_better=False, exact=True),
     "D1 refs": MetricInfo("count", higher_is_better=None, exact=True),
+    "branches": MetricInfo("count", higher_is_better=False, exact=True),
+    "branch mispredicts": MetricInfo("count", higher_is_better=False, exact=True),
+    "indirect branches": MetricInfo("count", higher_is_better=False, exact=True),
+    "indirect mispredicts": MetricInfo("count", higher_is_better=False, exact=True),
 }
+
+
+_BRANCH_METRICS = ("branches", "branch mispredicts", "indirect branches", "indirect mispredicts")
 
 
 def _resolve(valgrind: str) -> str:
@@ -118,6 +131,7 @@ class CachegrindBackend:
     """Instruction and cache-miss counts from valgrind's cache simulator."""
 
     name = "cachegrind"
+    wraps_workload = True
 
     def __init__(
         self,
@@ -128,6 +142,7 @@ class CachegrindBackend:
         callgrind_toggle: str | None = None,
         *,
         trace_children: bool = True,
+        branch_sim: bool = False,
     ) -> None:
         texts = (("l1i", l1i), ("l1d", l1d), ("ll", ll))
         given = {key: parse_level(key, text) for key, text in texts if text}
@@ -142,6 +157,7 @@ class CachegrindBackend:
         self.toggle = callgrind_toggle
         self.trace_children = trace_children
         self.tool = "callgrind" if callgrind_toggle else "cachegrind"
+        self.branch_sim = branch_sim  # --branch-sim=yes: conditional and indirect branch predictors
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         return ((),)
@@ -171,6 +187,8 @@ class CachegrindBackend:
             cmd.append("--trace-children=yes")
         if self.toggle:
             cmd.append(f"--toggle-collect={self.toggle}")
+        if self.branch_sim:
+            cmd.append("--branch-sim=yes")
         return [*cmd, "--", *argv]
 
     def _notes(self, caches: dict[str, tuple[int, int, int]]) -> tuple[str, ...]:
@@ -216,4 +234,4 @@ class CachegrindBackend:
         return Measurement(metrics, excluded=excluded, notes=notes)
 
     def metric_info(self) -> dict[str, MetricInfo]:
-        return dict(_METRICS)
+        return {name: info for name, info in _METRICS.items() if self.branch_sim or name not in _BRANCH_METRICS}

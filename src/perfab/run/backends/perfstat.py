@@ -52,6 +52,7 @@ class PerfStatBackend:
     """Counts hardware and software events with ``perf stat``; see the module docstring."""
 
     name = "perf"
+    wraps_workload = True
 
     def __init__(self, counters: list[str], max_events_per_run: int | None = None, perf: str = "perf") -> None:
         if not counters:
@@ -121,7 +122,21 @@ def _measurement(rows: dict[str, PerfRow], group: tuple[str, ...], stderr: str) 
         else:
             metrics[event] = float(row.value)  # type: ignore[arg-type]
     metrics.update(derived_metrics(metrics))
-    return Measurement(metrics, excluded, tuple(notes), _hidden_failure(stderr, lost))
+    return Measurement(metrics, excluded, tuple(notes), _hidden_failure(stderr, lost), _workload_rusage(rows, lost))
+
+
+def _workload_rusage(rows: dict[str, PerfRow], lost: bool) -> dict[str, float]:
+    """The workload's own user and system time: perf's wait4 rusage of it (tool events, ns)."""
+    if lost:
+        return {}
+    out = {}
+    for event, name in (("user_time", "user_s"), ("system_time", "sys_s")):
+        row = rows[event]
+        if row.status == "not counted":
+            out[name] = 0.0  # perf prints <not counted> for a zero time
+        elif row.status == "ok" and row.value is not None:
+            out[name] = float(row.value) / 1e9
+    return out
 
 
 def _hidden_failure(stderr: str, lost: bool) -> str | None:

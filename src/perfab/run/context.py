@@ -1,0 +1,96 @@
+"""What surrounds a side's runs of a workload: setup, the service, teardown.
+
+A ``SideContext`` belongs to one (workload, side, sweep point).  Entering it
+runs the side's ``setup`` commands and starts the workload's service with
+that side's placeholders (a server build or config of that side, never the
+first side's); leaving it stops the service and runs ``teardown``, always.
+The runner enters a new context whenever the plan switches cell, so with
+an interleaved plan the service restarts on every switch and each run
+talks to its own side's server.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Callable
+
+from perfab.errors import PerfabError
+from perfab.run.services import Service, run_shell
+from perfab.spec import Experiment, Variant, Workload, expand, placeholders
+from perfab.store import Params
+
+
+class SideContext:
+    """Setup, service and teardown around one cell's consecutive runs; use as a context manager."""
+
+    def __init__(self, exp: Experiment, workload: Workload, variant: Variant, params: Params,
+                 env: dict[str, str], cwd: str | None, say: Callable[[str], None]):
+        self.exp, self.workload, self.variant, self.params = exp, workload, variant, params
+        self.env, self.cwd, self.say = env, cwd, say
+        self.values = placeholders(exp, variant, workload, params)
+        self.service: Service | None = None
+        self.log: Path | None = None
+        self._stack = ExitStack()
+
+    @property
+    def key(self) -> tuple[str, str, Params]:
+        return (self.workload.name, self.variant.name, self.params)
+
+    def __enter__(self) -> "SideContext":
+        try:
+            self._stack.callback(self._teardown)
+            for command in self.variant.setup:
+                run_shell(expand(command, self.values), self.env, self.cwd, f"setup of variant {self.variant.name!r}")
+            if self.workload.service:
+                self.service = self._stack.enter_context(self._start_service())
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+    def _start_service(self) -> Service:
+        svc = self.workload.service
+        argv = [expand(a, self.values, f"workload {self.workload.name!r} service argv") for a in svc.argv]
+        cwd = svc.cwd and expand(svc.cwd, self.values, f"workload {self.workload.name!r} service cwd")
+        self.log = service_log_path(self.exp, self.workload, self.variant, self.params)
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        return Service(argv, svc.port, svc.ready_timeout_s, self.env, cwd, self.log)
+
+    def service_problem(self) -> str | None:
+        """Why the service cannot serve this run (it exited), or None."""
+        if self.service is None:
+            return None
+        alive = getattr(self.service, "alive", None)
+        if alive is not None and not alive():
+            return f"the service exited before or during the run (log: {self.log})"
+        return None
+
+    def service_cpu_s(self) -> tuple[float, float] | None:
+        """(user, sys) CPU seconds of the whole service tree so far, None without a service."""
+        times = getattr(self.service, "cpu_times", None)
+        return None if self.service is None or times is None else times()
+
+    def _teardown(self) -> None:
+        for command in self.variant.teardown:
+            try:
+                run_shell(expand(command, self.values), self.env, self.cwd, "teardown")
+            except PerfabError as e:
+                self.say(f"warning: {e}")
+
+
+def service_log_path(exp: Experiment, workload: Workload, variant: Variant, params: Params) -> Path:
+    """A log file per service start that outlives the session: ``<log>/<experiment>/<workload>-<side>-<time>.log``."""
+    point = "".join(f"-{k}{v}" for k, v in params)
+    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.monotonic_ns() % 1_000_000:06d}"
+    name = _safe(f"{workload.name}-{variant.name}{point}-{stamp}") + ".log"
+    return Path(workload.service.log_dir) / _safe(exp.name) / name
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", text)

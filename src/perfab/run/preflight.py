@@ -1,0 +1,79 @@
+"""Checks made before a session is stored, and by ``perfab plan``: a typo never leaves an aborted session.
+
+Every command is expanded for every side and sweep point it will run
+with (unknown placeholders), and the programs it names are looked up the
+way exec(2) will look them up (present, executable, not a directory),
+as are working directories.  The first problem is a ``UsageError``
+naming the workload, the side and the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from perfab.errors import UsageError
+from perfab.plan import sweep_points
+from perfab.spec import Experiment, Variant, Workload, expand, placeholders, workload_placeholders
+
+
+def preflight(exp: Experiment, sides: list[str] | None, env_of, programs: bool = True) -> None:
+    """Raise a UsageError for the first command that cannot run; ``env_of(variant)`` gives a side's environment."""
+    chosen = [v for v in exp.variants if sides is None or v.name in sides]
+    for workload in exp.workloads:
+        own = workload_placeholders(exp, workload)
+        for command in (*workload.setup, *workload.teardown):
+            expand(command, own, f"workload {workload.name!r} setup/teardown")
+        for variant in chosen:
+            for point in sweep_points(workload):
+                _cell(exp, workload, variant, point, env_of(variant), programs)
+
+
+def _cell(exp: Experiment, workload: Workload, variant: Variant, point, env: dict[str, str], programs: bool) -> None:
+    values = placeholders(exp, variant, workload, point)
+    where = f"workload {workload.name!r}, variant {variant.name!r}"
+    x = lambda text: expand(text, values, where)  # noqa: E731
+    argv = [x(a) for a in workload.argv]
+    wrap = [x(a) for a in variant.wrap]
+    cwd = x(workload.cwd) if workload.cwd else None
+    for text in (*variant.setup, *variant.teardown):
+        x(text)
+    svc = workload.service
+    svc_argv = [x(a) for a in svc.argv] if svc else []
+    svc_cwd = x(svc.cwd) if svc and svc.cwd else None
+    if not programs:
+        return
+    for directory, key in ((cwd, "cwd"), (svc_cwd, "service.cwd")):
+        if directory is not None and not Path(directory).is_dir():
+            raise UsageError(f"{where}: {key} {directory!r} is not a directory; create it or fix workload.{key}")
+    here = cwd or os.getcwd()
+    if not workload.shell:
+        check_program(argv[0], env, here, f"{where}: argv[0]")
+    if wrap:
+        check_program(wrap[0], env, here, f"{where}: wrap[0]")
+    if svc_argv:
+        check_program(svc_argv[0], env, svc_cwd or os.getcwd(), f"{where}: service argv[0]")
+
+
+def check_program(program: str, env: dict[str, str], cwd: str, where: str) -> None:
+    """The program exec(2) would run: a path relative to ``cwd``, or looked up in the environment's PATH."""
+    if "/" in program:
+        path = Path(program) if os.path.isabs(program) else Path(cwd) / program
+        problem = _problem(path)
+        if problem:
+            raise UsageError(f"{where} {program!r} {problem}; build it or fix the path (relative to {cwd})")
+        return
+    found = shutil.which(program, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise UsageError(f"{where} {program!r} is not on the PATH of this side; install it or give its full path")
+
+
+def _problem(path: Path) -> str | None:
+    if not path.exists():
+        return "does not exist"
+    if path.is_dir():
+        return "is a directory"
+    if not os.access(path, os.X_OK):
+        return "is not executable (chmod +x it)"
+    return None

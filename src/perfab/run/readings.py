@@ -1,0 +1,137 @@
+"""Turning one execution into a stored run: rusage, the backend's readings, the workload's output.
+
+Every value stored is finite: a reading of inf or nan fails the run with
+the reason, it never reaches the analysis.  Each sample keeps its source
+(rusage, backend, parser, service) so a workload printing ``self.x`` is
+never taken for a profile, and profile shares are stored apart.
+
+Rusage is the workload's own or it is left out with the reason: under
+``perf stat`` the reaped child is perf, so user and system time come from
+perf's ``user_time``/``system_time`` (perf's wait4 rusage of the
+workload) and max RSS and context switches are excluded; under valgrind
+every rusage figure is the simulator's.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import signal
+from dataclasses import replace
+
+from perfab.analyse.names import RUSAGE
+from perfab.errors import PerfabError
+from perfab.run.backends import Backend
+from perfab.run.executor import Execution
+from perfab.spec import Workload
+from perfab.store import RunRecord
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x9b]")
+
+
+def record(ex: Execution, started: float, measurement, parse, backend: Backend, workload: Workload,
+           rusage_override: dict | None = None) -> RunRecord:
+    """The stored run for one execution (see the module docstring)."""
+    metrics: dict[str, float] = {}
+    sources: dict[str, str] = {}
+    meta: dict[str, tuple[str | None, bool | None, bool]] = {}
+    reason = failure(ex, workload)
+    excluded: dict[str, str] = {}
+    notes: tuple[str, ...] = ()
+    profile: dict[str, float] = {}
+    if ex.error is None:
+        got, excluded, notes = _rusage(ex, backend, measurement, rusage_override)
+        _add(metrics, sources, got, "rusage")
+        meta.update({m: (u, hib, False) for m, (u, hib, _) in RUSAGE.items()})
+    if measurement is not None:
+        _add(metrics, sources, measurement.metrics, "backend")
+        excluded.update(measurement.excluded)
+        notes = tuple(measurement.notes) + notes
+        profile = dict(getattr(measurement, "profile", {}) or {})
+        info = backend.metric_info()
+        meta.update({m: (i.unit, i.higher_is_better, i.exact) for m, i in info.items() if m in measurement.metrics})
+        reason = measurement.failure or reason  # the backend knows more than an exit status
+    if reason is None and parse is not None:
+        try:
+            parsed = parse(ex.stdout.decode(errors="replace"), ex.stderr.decode(errors="replace"))
+        except PerfabError as e:
+            reason = f"output not parsed: {e}"
+        else:
+            clash = sorted(set(parsed) & set(metrics))
+            _add(metrics, sources, {m: p.value for m, p in parsed.items() if m not in clash}, "parser")
+            meta.update({m: (p.unit, p.higher_is_better, False) for m, p in parsed.items() if m not in clash})
+            if clash:
+                notes += (f"the workload printed {', '.join(clash)}, which perfab measures itself: its own "
+                          "figure is kept",)
+    if reason is None:
+        reason = _non_finite(metrics, profile)
+    return RunRecord("failed" if reason else "ok", clean(reason) if reason else None, started, ex.wall_s, ex.user_s,
+                     ex.sys_s, ex.max_rss_kb, ex.nvcsw, ex.nivcsw, ex.exit_code, ex.signal, ex.timed_out, ex.stdout,
+                     ex.stderr, ex.stdout_bytes, ex.stderr_bytes, metrics if reason is None else {}, excluded, notes,
+                     meta, sources, profile if reason is None else {})
+
+
+def _add(metrics: dict, sources: dict, values: dict, source: str) -> None:
+    for m, v in values.items():
+        metrics[m] = v
+        sources[m] = source
+
+
+def _rusage(ex: Execution, backend: Backend, measurement, override: dict | None) -> tuple[dict, dict, tuple]:
+    """(rusage metrics that are the workload's, exclusions with reasons, notes)."""
+    own = override if override is not None else {
+        "wall_s": ex.wall_s, "user_s": ex.user_s, "sys_s": ex.sys_s, "vcsw": float(ex.nvcsw),
+        "ivcsw": float(ex.nivcsw), "max_rss_kb": None if ex.max_rss_kb is None else float(ex.max_rss_kb)}
+    excluded: dict[str, str] = {}
+    wrapper = getattr(backend, "wraps_workload", False)
+    if wrapper and backend.name == "cachegrind":
+        return {}, {}, ()  # valgrind's own figures; the report leaves rusage out under cachegrind
+    if wrapper:
+        theirs = dict(getattr(measurement, "rusage", {}) or {}) if measurement is not None else {}
+        keep = {"wall_s": own.get("wall_s")}
+        for m in ("user_s", "sys_s"):
+            if theirs.get(m) is not None:
+                keep[m] = theirs[m]
+            else:
+                excluded[m] = f"not measured: {backend.name} did not report the workload's own"
+        note = (f"max RSS and context switches are left out under {backend.name}: wait4 reports "
+                f"{backend.name}'s own figures (use the time backend, or count context-switches as an event); "
+                f"user and sys time are {backend.name}'s rusage of the workload")
+        return {m: v for m, v in keep.items() if v is not None}, excluded, (note,)
+    if own.get("max_rss_kb") is None:
+        excluded["max_rss_kb"] = "not measurable (at most perfab's own peak RSS)"
+    return {m: v for m, v in own.items() if v is not None}, excluded, ()
+
+
+def _non_finite(metrics: dict[str, float], profile: dict[str, float]) -> str | None:
+    for name, value in (*metrics.items(), *profile.items()):
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            return f"metric {name!r} is not a finite number ({value!r}); the run's readings are unusable"
+    return None
+
+
+def failure(ex: Execution, workload: Workload) -> str | None:
+    """Why the execution failed, in words, or None."""
+    if ex.error:
+        return ex.error
+    if ex.timed_out:
+        return f"timed out after {workload.timeout_s:g} s"
+    if ex.signal is not None:
+        try:
+            return f"killed by {signal.Signals(ex.signal).name}"
+        except ValueError:
+            return f"killed by signal {ex.signal}"
+    if ex.exit_code:
+        tail = ex.stderr.decode(errors="replace").strip().splitlines()[-1:]
+        return f"exit status {ex.exit_code}" + (f": {tail[0][:120]}" if tail else "")
+    return None
+
+
+def interrupted(rec: RunRecord, why: str) -> RunRecord:
+    """The record of a run abandoned at a signal: kept, and run again by ``--resume``."""
+    return replace(rec, status="interrupted", reason=why, metrics={}, excluded={}, meta={}, sources={}, profile={})
+
+
+def clean(text: str) -> str:
+    """Text from a workload made safe for a terminal: control characters (ANSI escapes) shown as \\xNN."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)

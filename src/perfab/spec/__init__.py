@@ -1,0 +1,191 @@
+"""Stage 1: the experiment spec, read from TOML into typed, validated values.
+
+A spec names the sides to compare (``[[variant]]``), what to run on each
+(``[[workload]]``), how often and in which order (``[experiment]``) and how
+each run is measured (``[measure]``).  Every key is checked against
+``perfab.spec.schema``: an unknown key, a wrong type, a value out of range
+or a missing required key is a ``SpecError`` naming the file, the key and
+the fix.  See ``examples/default.toml`` for a complete spec and the README
+(generated from the schema) for every key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfab.errors import SpecError
+from perfab.spec.schema import BACKENDS, FDR_METHODS, METHODS, ORDERS  # noqa: F401 (one source of truth)
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """How one metric of a workload is labelled and judged."""
+
+    name: str  # metric name as the parser or backend produces it
+    unit: str | None = None  # overrides the parser's unit
+    higher_is_better: bool | None = None  # None: keep the parser's / backend's direction
+    margin_pct: float | None = None  # equivalence margin for `flat`; None: the experiment default
+    primary: bool = False  # a `**` regression here fails `report --fail-on-regression`
+    check: float | None = None  # a check metric must equal this in every run (shown `valid`)
+    method: str | None = None  # statistical method override: nonparametric | exact | normal
+    label: str | None = None  # row label in the report
+    no_direction: bool = False  # direction = "none" was written: no side is better, whatever the parser says
+
+
+@dataclass(frozen=True)
+class Service:
+    """A server started around each side's runs of a workload, and stopped by perfab, always."""
+
+    argv: tuple[str, ...]  # the server command (placeholders expanded per side)
+    port: int | None  # wait until 127.0.0.1:port accepts connections
+    ready_timeout_s: float  # give up waiting after this long
+    cwd: str | None  # working directory for the server
+    log_dir: str = ".perfab/logs"  # where each start's output is kept
+    requests_metric: str | None = None  # client metric counting requests, for server CPU per request
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One command run many times on every side."""
+
+    name: str  # row-group name in the report
+    argv: tuple[str, ...]  # the command; a single shell string when shell is true
+    shell: bool  # run argv[0] with /bin/sh -c
+    cwd: str | None  # working directory (placeholders allowed)
+    timeout_s: float  # a run taking longer is killed and recorded as failed
+    parser: str | None  # name of a perfab.parsers parser for the workload's output
+    parser_options: dict[str, Any]  # options for that parser
+    setup: tuple[str, ...]  # shell commands run once before this workload's runs
+    teardown: tuple[str, ...]  # shell commands run once after, always
+    service: Service | None  # a server the workload talks to
+    metrics: tuple[MetricSpec, ...]  # declarations for the workload's metrics
+    params: tuple[tuple[str, tuple[str, ...]], ...] = ()  # sweep parameters and their values, in spec order
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One side of the comparison."""
+
+    name: str  # side name, usable as {variant} in commands
+    env: dict[str, str]  # extra environment for this side's runs
+    wrap: tuple[str, ...]  # argv prefix, e.g. ("taskset", "-c", "1")
+    vars: dict[str, str]  # extra placeholders, e.g. {bin} -> ./build/inline
+    setup: tuple[str, ...]  # shell commands run when the runner switches to this side
+    teardown: tuple[str, ...]  # shell commands run when it switches away, always
+    external: bool  # the side cannot be switched within a session (e.g. a booted kernel)
+    detect: str | None  # shell command whose output identifies the current external side
+    detect_pattern: str | None  # regex matched against detect's output
+
+
+@dataclass(frozen=True)
+class Measure:
+    """How each run is measured."""
+
+    backend: str  # time | perf | cachegrind
+    counters: tuple[str, ...]  # perf events, e.g. ("cycles", "L1-icache-load-misses:k")
+    max_events_per_run: int | None  # PMU counter budget; None: probe it
+    l1i: str | None  # cachegrind geometry "size,assoc,line", None: the host's
+    l1d: str | None  # cachegrind D1 geometry
+    ll: str | None  # cachegrind last-level geometry
+    callgrind_toggle: str | None  # measure only this function (callgrind --toggle-collect)
+    profile: bool  # also sample every run with perf record and compare per-symbol self time
+    profile_event: str | None  # event to sample; None: cycles with a PMU, cpu-clock without
+    profile_freq: int  # samples per second
+    branch_sim: bool = False  # cachegrind: simulate branch predictors
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A whole validated spec."""
+
+    name: str  # experiment name; the key in the results database
+    runs: int  # measured runs per side and workload
+    warmup: int  # unmeasured runs per side and workload, before the measured ones
+    order: str  # interleaved | alternate | sequential | random
+    seed: int  # seed of the randomized order
+    pin: str | None  # CPU list for the workload, e.g. "2" or "0-1"
+    max_failures: int | None  # abort when more runs than this fail; None: a quarter of the plan
+    stdout_cap_bytes: int  # keep this much of each run's stdout and stderr verbatim
+    alpha: float  # false discovery rate target for `**`
+    confidence: float  # confidence level of the reported intervals
+    fdr: str  # bh | holm
+    margin_pct: float  # default equivalence margin for `flat`, in percent
+    method: str  # default statistical method
+    baseline: str  # name of the baseline variant
+    variants: tuple[Variant, ...]  # two or more sides
+    workloads: tuple[Workload, ...]  # one or more workloads
+    measure: Measure  # how runs are measured
+    source: str  # the spec's text, stored with every session
+    path: str  # where the spec was read from
+
+    def variant(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise SpecError(f"{self.path}: no variant named {name!r}; known: {', '.join(v.name for v in self.variants)}")
+
+    def workload(self, name: str) -> Workload:
+        for w in self.workloads:
+            if w.name == name:
+                return w
+        raise SpecError(f"{self.path}: no workload named {name!r}; known: {', '.join(w.name for w in self.workloads)}")
+
+    @property
+    def spec_hash(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()[:16]
+
+
+def load_spec(path: str | Path) -> Experiment:
+    """Read and validate a spec file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise SpecError(f"{p}: no such spec file; pass the path of an experiment TOML (see examples/default.toml)") from None
+    except IsADirectoryError:
+        raise SpecError(f"{p}: is a directory; pass the path of an experiment TOML file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecError(f"{p}: cannot read the spec ({e.__class__.__name__}); check the path and that it is a "
+                        "UTF-8 text file") from None
+    return parse_spec(text, str(p))
+
+
+def parse_spec(text: str, path: str = "<spec>") -> Experiment:
+    """Validate spec text; ``path`` is used in error messages."""
+    from perfab.spec.reader import read
+
+    return read(text, path)
+
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand(template: str, values: dict[str, str], where: str = "command") -> str:
+    """Replace ``{name}`` placeholders; ``{{`` and ``}}`` stay literal braces."""
+    def sub(m: re.Match) -> str:
+        key = m.group(1)
+        if key not in values:
+            raise SpecError(f"{where}: unknown placeholder {{{key}}}; known: "
+                            f"{', '.join('{' + k + '}' for k in sorted(values))}")
+        return values[key]
+
+    parts = template.split("{{")
+    return "{".join(_PLACEHOLDER.sub(sub, p).replace("}}", "}") for p in parts)
+
+
+def placeholders(exp: Experiment, variant: Variant, workload: Workload,
+                 params: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
+    """The values ``{variant}``, ``{workload}``, ``{experiment}``, the sweep point's and the side's own vars."""
+    values = {"variant": variant.name, "workload": workload.name, "experiment": exp.name}
+    values.update(params)
+    values.update(variant.vars)
+    return values
+
+
+def workload_placeholders(exp: Experiment, workload: Workload) -> dict[str, str]:
+    """The values a workload's own setup and teardown may use: they run once, for every side."""
+    return {"workload": workload.name, "experiment": exp.name}

@@ -1,0 +1,141 @@
+"""Every key a spec may hold, with its type, default and meaning: one source of truth.
+
+The reader (``perfab.spec.reader``) accepts exactly these keys, and the
+README's spec reference is generated from them (``python -m perfab.spec``),
+so the documentation cannot drift from what is accepted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ORDERS = ("interleaved", "alternate", "sequential", "random")
+BACKENDS = ("time", "perf", "cachegrind")
+FDR_METHODS = ("bh", "holm")
+METHODS = ("nonparametric", "exact", "normal")
+DIRECTIONS = ("higher", "lower", "none")
+
+MAX_RUNS = 10_000  # measured runs per cell
+MAX_WARMUP = 1_000  # warm-up runs per cell
+MAX_PLAN = 200_000  # runs in one session's plan
+MAX_SWEEP_POINTS = 1_000  # points of one workload's parameter grid
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of a spec table."""
+
+    name: str  # the key as written in TOML
+    kind: str  # its TOML type, in words
+    default: str  # what applies when it is absent ("required" for required keys)
+    doc: str  # what it means, one or two sentences
+
+
+def _k(name: str, kind: str, default: str, doc: str) -> Key:
+    return Key(name, kind, default, doc)
+
+
+TABLES: dict[str, tuple[Key, ...]] = {
+    "experiment": (
+        _k("name", "string", "required", "Experiment name: the key of its runs in the results database."),
+        _k("runs", "integer", "20", f"Measured runs per side (and sweep point) and workload, 1..{MAX_RUNS}."),
+        _k("warmup", "integer", "1", f"Unmeasured runs per side and workload before the measured ones, 0..{MAX_WARMUP}."),
+        _k("order", "string", '"interleaved"', f"Run order: {', '.join(ORDERS)}."),
+        _k("seed", "integer", "1", "Seed of the randomized order."),
+        _k("pin", "string or integer", "none", 'CPUs the workload runs on, e.g. "1" or "0-1,3" (sched_setaffinity).'),
+        _k("max_failures", "integer", "a quarter of the plan, at least 3",
+           "Abort the session when more measured runs than this fail."),
+        _k("stdout_cap", "integer", "65536", "Bytes of each run's stdout and stderr kept verbatim."),
+        _k("alpha", "float", "0.05", "False discovery rate (or family-wise error with holm) for `**`."),
+        _k("confidence", "float", "0.95", "Confidence level of the reported intervals."),
+        _k("fdr", "string", '"bh"', "Multiplicity control across a report's rows: bh (Benjamini-Hochberg) or holm."),
+        _k("margin", "float", "0.1", "Percent: a change shown to lie within +-margin is `flat`."),
+        _k("method", "string", '"nonparametric"', f"Default statistical method: {', '.join(METHODS)}."),
+        _k("baseline", "string", "the first variant", "Name of the baseline variant."),
+    ),
+    "variant": (
+        _k("name", "string", "required", "Side name, usable as {variant} in commands."),
+        _k("env", "table of strings", "{}", "Extra environment of this side's runs, setup and services."),
+        _k("wrap", "array of strings", "[]", 'Command prefix for this side\'s runs, e.g. ["taskset", "-c", "1"].'),
+        _k("vars", "table of strings", "{}", "Extra placeholders for this side, e.g. {bin = \"./build/a\"} gives {bin}."),
+        _k("setup", "array of strings", "[]", "Shell commands run each time the runner switches to this side."),
+        _k("teardown", "array of strings", "[]", "Shell commands run each time it switches away, always."),
+        _k("external", "boolean", "false",
+           "The side cannot be switched within a session (a booted kernel): one session per side."),
+        _k("detect", "string", "none", "Shell command whose output tells which external side this machine is."),
+        _k("detect_pattern", "string", "none", "Regex matched against detect's output."),
+    ),
+    "workload": (
+        _k("name", "string", "required", "Workload name: a row group in the report."),
+        _k("argv", "array of strings", "required", "The command; a single string when shell = true."),
+        _k("shell", "boolean", "false", "Run argv (one string) with /bin/sh -c."),
+        _k("cwd", "string", "perfab's working directory", "Working directory of the runs (placeholders allowed)."),
+        _k("timeout", "float", "600", "Seconds; a run taking longer is killed and recorded as failed."),
+        _k("parser", "string", "none", "Parser of the workload's output (see Parsers)."),
+        _k("parser_options", "table", "{}", "Options of that parser."),
+        _k("setup", "array of strings", "[]",
+           "Shell commands run once before this workload's runs ({workload} and {experiment} only)."),
+        _k("teardown", "array of strings", "[]", "Shell commands run once after them, always."),
+        _k("params", "table of arrays", "{}",
+           'Sweep parameters, e.g. {threads = [1, 2, "100%"]} ("N%" of the online CPUs); each is a placeholder.'),
+        _k("service", "table", "none", "A server the workload talks to, started per side (see workload.service)."),
+        _k("metric", "array of tables", "[]", "Declarations of the workload's metrics (see workload.metric)."),
+    ),
+    "workload.service": (
+        _k("argv", "array of strings", "required",
+           "The server command, with the side's placeholders; started on every switch to a side, stopped after."),
+        _k("port", "integer", "none",
+           "Wait until 127.0.0.1:port accepts connections; refused when something already listens there."),
+        _k("ready_timeout", "float", "10", "Seconds to wait for the port."),
+        _k("cwd", "string", "perfab's working directory", "Working directory of the server."),
+        _k("log", "string", ".perfab/logs", "Directory for the server's output (one file per start)."),
+        _k("requests", "string", "none",
+           "Client metric counting requests (e.g. complete_requests): the server's CPU time is also given per request."),
+    ),
+    "workload.metric": (
+        _k("name", "string", "required", "Metric name as the parser or backend produces it."),
+        _k("label", "string", "the name", "Row label in the report."),
+        _k("unit", "string", "the parser's", "Unit shown with the values."),
+        _k("direction", "string", "the parser's", f"Which way is better: {', '.join(DIRECTIONS)}."),
+        _k("margin", "float", "experiment.margin", "Percent equivalence margin of this metric."),
+        _k("primary", "boolean", "false", "A `**` regression here fails `report --fail-on-regression`."),
+        _k("check", "float", "none", "Every run must show exactly this value (e.g. 0 failed requests): `valid`."),
+        _k("method", "string", "experiment.method", f"Statistical method of this metric: {', '.join(METHODS)}."),
+    ),
+    "measure": (
+        _k("backend", "string", '"time"', f"How runs are measured: {', '.join(BACKENDS)}."),
+        _k("counters", "array of strings", "[]", "perf events to count (perf backend), e.g. [\"cycles\", \"instructions:k\"]."),
+        _k("max_events_per_run", "integer", "probed", "PMU counter budget per run (perf backend)."),
+        _k("l1i", "string", "the host's", 'cachegrind I1 geometry "size,assoc,line", e.g. "32K,8,64".'),
+        _k("l1d", "string", "the host's", "cachegrind D1 geometry."),
+        _k("ll", "string", "the host's", "cachegrind last-level geometry."),
+        _k("branch_sim", "boolean", "false", "cachegrind: simulate branch predictors (--branch-sim=yes)."),
+        _k("callgrind_toggle", "string", "none", "Count only inside this function (callgrind --toggle-collect)."),
+        _k("profile", "boolean", "false", "Also sample every run with perf record; per-symbol self-time diff."),
+        _k("profile_event", "string", "cycles, or cpu-clock without a PMU", "Event perf record samples."),
+        _k("profile_freq", "integer", "999", "Samples per second."),
+    ),
+}
+
+TOP_LEVEL = ("experiment", "variant", "workload", "measure")
+
+
+def allowed(table: str) -> set[str]:
+    return {k.name for k in TABLES[table]}
+
+
+def required(table: str) -> set[str]:
+    return {k.name for k in TABLES[table] if k.default == "required"}
+
+
+def reference_markdown() -> str:
+    """The spec reference for the README: one table per spec table."""
+    heads = {"experiment": "[experiment]", "variant": "[[variant]]", "workload": "[[workload]]",
+             "workload.service": "[workload.service]", "workload.metric": "[[workload.metric]]",
+             "measure": "[measure]"}
+    out: list[str] = []
+    for table, keys in TABLES.items():
+        out += [f"#### `{heads[table]}`", "", "| key | type | default | meaning |", "|---|---|---|---|"]
+        out += [f"| `{k.name}` | {k.kind} | {k.default.replace('|', '/')} | {k.doc.replace('|', '/')} |" for k in keys]
+        out.append("")
+    return "\n".join(out)

@@ -1,0 +1,107 @@
+"""The results database's schema, versioned in code.
+
+The version lives in ``PRAGMA user_version``; every migration applied is
+also a row of the ``migrations`` table (version, description, time).  A
+database of a newer version is refused untouched; read-only commands never
+migrate a file (they migrate an in-memory copy instead).
+
+Schema history:
+  1  experiments, sessions (spec text, side, environment snapshot, status),
+     planned_runs, runs (rusage, status, verbatim output up to a cap),
+     samples (run, metric, value), exclusions (run, metric, reason),
+     metric_meta (unit and direction as the parser/backend reported them).
+  2  runs are never replaced: ``runs.attempt`` numbers the attempts of a
+     planned run, the newest counts and the earlier ones stay;
+     ``sessions.owner`` (JSON: host, boot id, pid, process start) claims a
+     session for one runner; ``sessions.host`` and ``sessions.sources``
+     (commits and builds per side); ``planned_runs.params`` (a sweep
+     point, JSON); ``samples.source`` and ``metric_meta.source`` (rusage,
+     backend, parser, service, machine); profile shares moved out of
+     ``samples`` into ``profile_shares``.
+"""
+
+from __future__ import annotations
+
+SOURCES = ("rusage", "backend", "parser", "service", "machine")  # where a sample came from
+
+_V1 = """
+CREATE TABLE experiments (
+    id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, created_at REAL NOT NULL);
+CREATE TABLE sessions (
+    id INTEGER PRIMARY KEY, experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+    started_at REAL NOT NULL, finished_at REAL, status TEXT NOT NULL,
+    side TEXT, spec_path TEXT, spec_text TEXT NOT NULL, spec_hash TEXT NOT NULL,
+    backend TEXT NOT NULL, groups_json TEXT NOT NULL, environment_json TEXT NOT NULL);
+CREATE TABLE planned_runs (
+    id INTEGER PRIMARY KEY, session_id INTEGER NOT NULL REFERENCES sessions(id),
+    seq INTEGER NOT NULL, workload TEXT NOT NULL, variant TEXT NOT NULL,
+    grp INTEGER NOT NULL, warmup INTEGER NOT NULL, block INTEGER NOT NULL,
+    UNIQUE (session_id, seq));
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY, planned_id INTEGER UNIQUE NOT NULL REFERENCES planned_runs(id),
+    started_at REAL NOT NULL, status TEXT NOT NULL, reason TEXT,
+    wall_s REAL, user_s REAL, sys_s REAL, max_rss_kb INTEGER, nvcsw INTEGER, nivcsw INTEGER,
+    exit_code INTEGER, signal INTEGER, timed_out INTEGER NOT NULL DEFAULT 0,
+    stdout BLOB, stderr BLOB, stdout_bytes INTEGER, stderr_bytes INTEGER, notes_json TEXT);
+CREATE TABLE samples (
+    run_id INTEGER NOT NULL REFERENCES runs(id), metric TEXT NOT NULL, value REAL NOT NULL,
+    PRIMARY KEY (run_id, metric));
+CREATE TABLE exclusions (
+    run_id INTEGER NOT NULL REFERENCES runs(id), metric TEXT NOT NULL, reason TEXT NOT NULL,
+    PRIMARY KEY (run_id, metric));
+CREATE TABLE metric_meta (
+    experiment_id INTEGER NOT NULL REFERENCES experiments(id), workload TEXT NOT NULL,
+    metric TEXT NOT NULL, unit TEXT, higher_is_better INTEGER, exact INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (experiment_id, workload, metric));
+CREATE INDEX runs_by_planned ON runs(planned_id);
+CREATE INDEX planned_by_session ON planned_runs(session_id);
+"""
+
+_RUSAGE_V1 = "('wall_s', 'user_s', 'sys_s', 'max_rss_kb', 'vcsw', 'ivcsw')"
+
+# SQLite cannot drop a UNIQUE constraint: runs is rebuilt (create, copy, drop, rename),
+# with foreign keys off for the rebuild (set by the migrator outside the transaction).
+_V2 = f"""
+ALTER TABLE sessions ADD COLUMN owner TEXT;
+ALTER TABLE sessions ADD COLUMN host TEXT;
+ALTER TABLE sessions ADD COLUMN sources_json TEXT NOT NULL DEFAULT '{{}}';
+ALTER TABLE planned_runs ADD COLUMN params_json TEXT NOT NULL DEFAULT '{{}}';
+CREATE TABLE runs_v2 (
+    id INTEGER PRIMARY KEY, planned_id INTEGER NOT NULL REFERENCES planned_runs(id),
+    attempt INTEGER NOT NULL DEFAULT 1,
+    started_at REAL NOT NULL, status TEXT NOT NULL, reason TEXT,
+    wall_s REAL, user_s REAL, sys_s REAL, max_rss_kb INTEGER, nvcsw INTEGER, nivcsw INTEGER,
+    exit_code INTEGER, signal INTEGER, timed_out INTEGER NOT NULL DEFAULT 0,
+    stdout BLOB, stderr BLOB, stdout_bytes INTEGER, stderr_bytes INTEGER, notes_json TEXT,
+    UNIQUE (planned_id, attempt));
+INSERT INTO runs_v2 (id, planned_id, attempt, started_at, status, reason, wall_s, user_s, sys_s, max_rss_kb,
+    nvcsw, nivcsw, exit_code, signal, timed_out, stdout, stderr, stdout_bytes, stderr_bytes, notes_json)
+    SELECT id, planned_id, 1, started_at, status, reason, wall_s, user_s, sys_s, max_rss_kb, nvcsw, nivcsw,
+    exit_code, signal, timed_out, stdout, stderr, stdout_bytes, stderr_bytes, notes_json FROM runs;
+DROP INDEX runs_by_planned;
+DROP TABLE runs;
+ALTER TABLE runs_v2 RENAME TO runs;
+CREATE INDEX runs_by_planned ON runs(planned_id, attempt);
+CREATE TABLE profile_shares (
+    run_id INTEGER NOT NULL REFERENCES runs(id), key TEXT NOT NULL, share REAL NOT NULL,
+    PRIMARY KEY (run_id, key));
+INSERT INTO profile_shares SELECT run_id, metric, value FROM samples WHERE metric LIKE 'self.%';
+DELETE FROM samples WHERE metric LIKE 'self.%';
+ALTER TABLE samples ADD COLUMN source TEXT NOT NULL DEFAULT 'backend';
+UPDATE samples SET source = 'rusage' WHERE metric IN {_RUSAGE_V1};
+ALTER TABLE metric_meta ADD COLUMN source TEXT NOT NULL DEFAULT 'backend';
+UPDATE metric_meta SET source = 'rusage' WHERE metric IN {_RUSAGE_V1};
+DELETE FROM metric_meta WHERE metric LIKE 'self.%';
+"""
+
+MIGRATIONS: tuple[tuple[int, str, str], ...] = (
+    (1, "initial schema", _V1),
+    (2, "attempts kept, sessions claimed, sweep points, sample sources, profile shares", _V2),
+)
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+PERFAB_TABLES = frozenset({"migrations", "experiments", "sessions", "planned_runs", "runs", "samples"})
+
+
+def statements(sql: str) -> list[str]:
+    """The statements of a migration script (none of them contains a ';' inside a literal)."""
+    return [s.strip() for s in sql.split(";") if s.strip()]

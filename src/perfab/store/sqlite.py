@@ -1,0 +1,419 @@
+"""The SQLite results store (``.perfab/results.db``).
+
+Every run is committed the moment it ends (WAL journal), so killing perfab
+loses at most the run in flight, and ``perfab run --resume`` continues the
+stored plan.  Nothing stored is ever replaced: a planned run that is run
+again gets a new attempt row, and the newest attempt counts.  A session is
+claimed by one runner (``perfab.store.owner``); a second runner is refused
+with the holder's name, and every write checks the claim.
+
+Read-only opening (``readonly=True``, used by ``report``, ``list`` and
+``plan``) never writes: the file is opened with SQLite's ``mode=ro`` (or
+``immutable=1`` for a WAL database without its ``-wal`` file, e.g. on a
+read-only archive), a file without perfab's tables is refused, and an
+older schema is migrated in an in-memory copy.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+from perfab.errors import StoreError, UsageError
+from perfab.plan import PlannedRun
+from perfab.store.dataset import (Dataset, MetricMeta, RunInfo, Session, group_by_run, params_from_json,
+                                  params_to_json)
+from perfab.store.owner import Owner, current
+from perfab.store.record import RunRecord
+from perfab.store.schema import MIGRATIONS, PERFAB_TABLES, SCHEMA_VERSION, statements
+
+# The newest attempt of each planned run (earlier attempts stay stored, uncounted).
+_LATEST = "r.attempt = (SELECT max(r2.attempt) FROM runs r2 WHERE r2.planned_id = r.planned_id)"
+
+
+class Store:
+    """A results database; ``Store(path)`` opens it for writing, ``Store(path, readonly=True)`` for reading."""
+
+    def __init__(self, path: str | Path, create: bool = True, readonly: bool = False):
+        self.path = Path(path)
+        self.readonly = readonly
+        self._meta_seen: dict[tuple[int, str, str], tuple] = {}
+        self._me = current()
+        if not self.path.exists():
+            if not create or readonly:
+                raise UsageError(f"{self.path}: no results database here; run an experiment first "
+                                 "(perfab run SPEC) or pass --db PATH")
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreError(f"{self.path}: cannot create its directory ({e.strerror}); pass another --db PATH") \
+                    from None
+        if self.path.is_dir():
+            raise UsageError(f"{self.path}: is a directory; pass the path of a results file with --db PATH")
+        try:
+            self.db = self._open_readonly() if readonly else self._open_writable()
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: not a usable perfab database ({_why(e)}); pass another --db PATH") \
+                from None
+        except (UnicodeDecodeError, ValueError, OverflowError) as e:
+            raise StoreError(f"{self.path}: not a usable perfab database (corrupted: {e.__class__.__name__}); "
+                             "pass another --db PATH") from None
+
+    # -- opening ------------------------------------------------------------
+
+    def _open_writable(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            self._check_schema(db, allow_empty=True)  # before any pragma writes to the file
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            _migrate(db)
+            db.execute("PRAGMA foreign_keys=ON")
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _open_readonly(self) -> sqlite3.Connection:
+        base = f"file:{quote(str(self.path.resolve()))}"
+        immutable = _wal_mode(self.path) and not Path(f"{self.path}-wal").exists()
+        db = sqlite3.connect(f"{base}?{'immutable=1' if immutable else 'mode=ro'}", uri=True, timeout=30,
+                             isolation_level=None)
+        try:
+            version = self._check_schema(db, allow_empty=False)
+            if version < SCHEMA_VERSION:  # migrate a copy in memory, never the file
+                mem = sqlite3.connect(":memory:", isolation_level=None)
+                db.backup(mem)
+                db.close()
+                db = mem
+                _migrate(db)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _check_schema(self, db: sqlite3.Connection, allow_empty: bool) -> int:
+        """The file's schema version; StoreError for a newer perfab's file or another program's database."""
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path}: written by a newer perfab (schema {version}, this one knows "
+                             f"{SCHEMA_VERSION}); upgrade perfab or pass another --db PATH")
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if version == 0 and not tables and allow_empty:
+            return 0
+        if version == 0 or not PERFAB_TABLES <= tables:
+            what = f"its tables ({', '.join(sorted(tables)[:4])}) are not perfab's" if tables else "it holds no tables"
+            raise StoreError(f"{self.path}: not a perfab results database ({what}); pass the --db of a "
+                             "perfab results file")
+        return version
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def transaction(self) -> "_Transaction":
+        if self.readonly:
+            raise StoreError(f"{self.path}: opened read-only; nothing can be written")
+        return _Transaction(self.db, self.path)
+
+    # -- sessions and their claims --------------------------------------------
+
+    def start_session(self, name: str, spec_text: str, spec_path: str, spec_hash: str, side: str | None,
+                      backend: str, groups: tuple[tuple[str, ...], ...], environment: dict[str, str],
+                      plan: list[PlannedRun], sources: dict | None = None) -> int:
+        """Store a new session, claimed by this process, and its whole plan before any run happens."""
+        with self.transaction():
+            self.db.execute("INSERT OR IGNORE INTO experiments (name, created_at) VALUES (?, ?)", (name, time.time()))
+            exp_id = self._experiment_id(name)
+            cur = self.db.execute(
+                "INSERT INTO sessions (experiment_id, started_at, status, side, spec_path, spec_text, spec_hash, "
+                "backend, groups_json, environment_json, owner, host, sources_json) "
+                "VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (exp_id, time.time(), side, spec_path, spec_text, spec_hash, backend, json.dumps(groups),
+                 json.dumps(environment, sort_keys=True), self._me.to_json(), socket.gethostname(),
+                 json.dumps(sources or {}, sort_keys=True)))
+            session = cur.lastrowid
+            self.db.executemany(
+                "INSERT INTO planned_runs (session_id, seq, workload, variant, grp, warmup, block, params_json) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(session, p.seq, p.workload, p.variant, p.group, int(p.warmup), p.block, params_to_json(p.params))
+                 for p in plan])
+        return session
+
+    def claim(self, session: int, takeover: bool = False) -> None:
+        """Make this process the session's runner; StoreError naming the holder when another one runs it."""
+        with self.transaction():
+            row = self.db.execute("SELECT owner FROM sessions WHERE id = ?", (session,)).fetchone()
+            if row is None:
+                raise UsageError(f"{self.path}: no session {session}")
+            holder = Owner.from_json(row[0])
+            if holder is not None and not holder.is_me() and not takeover:
+                alive = holder.alive()
+                if alive is None:
+                    raise StoreError(f"session {session} is claimed by {holder.describe()}, which cannot be "
+                                     "checked from here; if that runner is gone, continue with --resume --takeover")
+                if alive:
+                    raise StoreError(f"session {session} is being run by {holder.describe()}; wait for it to "
+                                     "finish or stop it, then continue with --resume")
+            self.db.execute("UPDATE sessions SET owner = ?, status = 'running' WHERE id = ?",
+                            (self._me.to_json(), session))
+
+    def finish_session(self, session: int, status: str) -> None:
+        """Record how the session ended and release its claim."""
+        with self.transaction():
+            self.db.execute("UPDATE sessions SET status = ?, finished_at = ?, owner = NULL WHERE id = ? "
+                            "AND (owner IS NULL OR owner = ?)", (status, time.time(), session, self._me.to_json()))
+
+    def _check_claim(self, session: int) -> None:
+        row = self.db.execute("SELECT owner FROM sessions WHERE id = ?", (session,)).fetchone()
+        holder = Owner.from_json(row[0] if row else None)
+        if holder is None or not holder.is_me():
+            who = holder.describe() if holder else "nobody"
+            raise StoreError(f"session {session} is no longer this runner's (held by {who}); "
+                             "stopped without storing the run in flight")
+
+    # -- runs ---------------------------------------------------------------
+
+    def record_run(self, session: int, planned: PlannedRun, rec: RunRecord) -> int:
+        """Commit one run with its samples as a new attempt of its planned run; returns the run id."""
+        with self.transaction():
+            self._check_claim(session)
+            row = self.db.execute("SELECT id FROM planned_runs WHERE session_id = ? AND seq = ?",
+                                  (session, planned.seq)).fetchone()
+            if row is None:
+                raise StoreError(f"session {session} has no planned run {planned.seq}")
+            pid = row[0]
+            attempt = self.db.execute("SELECT coalesce(max(attempt), 0) + 1 FROM runs WHERE planned_id = ?",
+                                      (pid,)).fetchone()[0]
+            cur = self.db.execute(
+                "INSERT INTO runs (planned_id, attempt, started_at, status, reason, wall_s, user_s, sys_s, "
+                "max_rss_kb, nvcsw, nivcsw, exit_code, signal, timed_out, stdout, stderr, stdout_bytes, "
+                "stderr_bytes, notes_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (pid, attempt, rec.started_at, rec.status, rec.reason, rec.wall_s, rec.user_s, rec.sys_s,
+                 rec.max_rss_kb, rec.nvcsw, rec.nivcsw, rec.exit_code, rec.signal, int(rec.timed_out), rec.stdout,
+                 rec.stderr, rec.stdout_bytes, rec.stderr_bytes, json.dumps(list(rec.notes))))
+            run_id = cur.lastrowid
+            self.db.executemany("INSERT INTO samples (run_id, metric, value, source) VALUES (?, ?, ?, ?)",
+                                [(run_id, m, float(v), rec.sources.get(m, "backend")) for m, v in rec.metrics.items()])
+            if rec.excluded:
+                self.db.executemany("INSERT INTO exclusions VALUES (?, ?, ?)",
+                                    [(run_id, m, r) for m, r in rec.excluded.items()])
+            if rec.profile:
+                self.db.executemany("INSERT INTO profile_shares VALUES (?, ?, ?)",
+                                    [(run_id, k, float(v)) for k, v in rec.profile.items()])
+            self._record_meta(session, planned.workload, rec)
+        return run_id
+
+    def _record_meta(self, session: int, workload: str, rec: RunRecord) -> None:
+        """Units and directions, written when they are new or changed (rarely after the first run)."""
+        entries = {m: (*v, rec.sources.get(m, "backend")) for m, v in rec.meta.items()}
+        fresh = {m: v for m, v in entries.items() if self._meta_seen.get((session, workload, m)) != v}
+        if not fresh:
+            return
+        exp_id = self.db.execute("SELECT experiment_id FROM sessions WHERE id = ?", (session,)).fetchone()[0]
+        self.db.executemany(
+            "INSERT OR REPLACE INTO metric_meta (experiment_id, workload, metric, unit, higher_is_better, exact, "
+            "source) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(exp_id, workload, m, unit, None if hib is None else int(hib), int(exact), source)
+             for m, (unit, hib, exact, source) in fresh.items()])
+        self._meta_seen.update({(session, workload, m): v for m, v in fresh.items()})
+
+    # -- reading ------------------------------------------------------------
+
+    def _experiment_id(self, name: str) -> int:
+        row = self.db.execute("SELECT id FROM experiments WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            known = [r[0] for r in self.db.execute("SELECT name FROM experiments ORDER BY id")]
+            hint = f"known: {', '.join(known)}" if known else "this database holds none yet: run it first"
+            raise UsageError(f"{self.path}: no experiment named {name!r}; {hint}")
+        return row[0]
+
+    def experiments(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT name FROM experiments ORDER BY id")]
+
+    def latest_experiment(self) -> str:
+        row = self.db.execute("SELECT e.name FROM sessions s JOIN experiments e ON e.id = s.experiment_id "
+                              "ORDER BY s.id DESC LIMIT 1").fetchone()
+        if row is None:
+            raise UsageError(f"{self.path}: holds no experiment yet; run one first (perfab run SPEC)")
+        return row[0]
+
+    def sessions(self, name: str) -> list[Session]:
+        exp_id = self._experiment_id(name)
+        rows = self.db.execute("SELECT id, started_at, status, side, spec_text, spec_path, backend, groups_json, "
+                               "environment_json, host, owner, sources_json FROM sessions "
+                               "WHERE experiment_id = ? ORDER BY id", (exp_id,))
+        return [Session(r[0], name, r[1], r[2], r[3], r[4], r[5] or "", r[6],
+                        tuple(tuple(g) for g in json.loads(r[7])), json.loads(r[8]), r[9], r[10],
+                        json.loads(r[11] or "{}")) for r in rows]
+
+    def unfinished_session(self, name: str) -> Session | None:
+        """The newest session of ``name`` whose plan is not complete."""
+        try:
+            sessions = self.sessions(name)
+        except UsageError:
+            return None
+        for s in reversed(sessions):
+            if s.status != "finished" and self.remaining(s.id):
+                return s
+        return None
+
+    def remaining(self, session: int) -> list[PlannedRun]:
+        """Planned runs of ``session`` whose newest attempt is missing or was abandoned (interrupted)."""
+        rows = self.db.execute(
+            "SELECT p.seq, p.workload, p.variant, p.grp, p.warmup, p.block, p.params_json FROM planned_runs p "
+            f"LEFT JOIN runs r ON r.planned_id = p.id AND {_LATEST} "
+            "WHERE p.session_id = ? AND (r.id IS NULL OR r.status = 'interrupted') ORDER BY p.seq", (session,))
+        return [PlannedRun(r[0], r[1], r[2], r[3], bool(r[4]), r[5], params_from_json(r[6])) for r in rows]
+
+    def planned(self, session: int) -> list[PlannedRun]:
+        """The whole stored plan of ``session``."""
+        rows = self.db.execute("SELECT seq, workload, variant, grp, warmup, block, params_json FROM planned_runs "
+                               "WHERE session_id = ? ORDER BY seq", (session,))
+        return [PlannedRun(r[0], r[1], r[2], r[3], bool(r[4]), r[5], params_from_json(r[6])) for r in rows]
+
+    def run_rows(self, name: str, all_attempts: bool = False) -> list[dict]:
+        """Every counted run of an experiment with its plan position, as dicts (every attempt if asked)."""
+        exp_id = self._experiment_id(name)
+        latest = "" if all_attempts else f"AND {_LATEST}"
+        cur = self.db.execute(
+            "SELECT r.id AS run_id, s.id AS session, s.side AS session_side, p.seq, r.attempt, p.workload, "
+            "p.variant, p.params_json, p.grp AS grp, p.warmup, p.block, r.started_at, r.status, r.reason, r.wall_s, "
+            "r.user_s, r.sys_s, r.max_rss_kb, r.nvcsw, r.nivcsw, r.exit_code, r.signal, r.timed_out, "
+            "r.stdout_bytes, r.stderr_bytes, r.notes_json FROM runs r JOIN planned_runs p ON p.id = r.planned_id "
+            f"JOIN sessions s ON s.id = p.session_id WHERE s.experiment_id = ? {latest} "
+            "ORDER BY s.id, p.seq, r.attempt", (exp_id,))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur]
+
+    def samples(self, name: str) -> list[tuple[int, str, float]]:
+        return [(rid, m, v) for rid, m, v, _ in self._samples(name)]
+
+    def _samples(self, name: str) -> list[tuple[int, str, float, str]]:
+        return self.db.execute(
+            "SELECT sa.run_id, sa.metric, sa.value, sa.source FROM samples sa JOIN runs r ON r.id = sa.run_id "
+            "JOIN planned_runs p ON p.id = r.planned_id JOIN sessions s ON s.id = p.session_id "
+            "WHERE s.experiment_id = ? ORDER BY sa.run_id", (self._experiment_id(name),)).fetchall()
+
+    def exclusions(self, name: str) -> list[tuple[int, str, str]]:
+        return self.db.execute(
+            "SELECT x.run_id, x.metric, x.reason FROM exclusions x JOIN runs r ON r.id = x.run_id "
+            "JOIN planned_runs p ON p.id = r.planned_id JOIN sessions s ON s.id = p.session_id "
+            "WHERE s.experiment_id = ?", (self._experiment_id(name),)).fetchall()
+
+    def profile_shares(self, name: str) -> list[tuple[int, str, float]]:
+        return self.db.execute(
+            "SELECT x.run_id, x.key, x.share FROM profile_shares x JOIN runs r ON r.id = x.run_id "
+            "JOIN planned_runs p ON p.id = r.planned_id JOIN sessions s ON s.id = p.session_id "
+            "WHERE s.experiment_id = ?", (self._experiment_id(name),)).fetchall()
+
+    def metric_meta(self, name: str) -> dict[tuple[str, str], MetricMeta]:
+        rows = self.db.execute("SELECT workload, metric, unit, higher_is_better, exact, source FROM metric_meta "
+                               "WHERE experiment_id = ?", (self._experiment_id(name),))
+        return {(w, m): MetricMeta(u, None if h is None else bool(h), bool(x), s) for w, m, u, h, x, s in rows}
+
+    def output(self, run_id: int) -> tuple[bytes, bytes]:
+        row = self.db.execute("SELECT stdout, stderr FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise UsageError(f"{self.path}: no run {run_id}")
+        return row[0] or b"", row[1] or b""
+
+    def load(self, name: str) -> Dataset:
+        """The typed dataset of experiment ``name`` (see ``perfab.store.dataset``)."""
+        runs = tuple(RunInfo(r["run_id"], r["session"], r["seq"], r["attempt"], r["workload"], r["variant"],
+                             params_from_json(r["params_json"]), r["grp"], bool(r["warmup"]), r["block"],
+                             r["started_at"], r["status"], r["reason"], tuple(json.loads(r["notes_json"] or "[]")))
+                     for r in self.run_rows(name))
+        counted = {r.run_id for r in runs}
+        pick = lambda rows: [x for x in rows if x[0] in counted]  # noqa: E731
+        return Dataset(name, tuple(self.sessions(name)), runs, group_by_run(pick(self.samples(name))),
+                       group_by_run(pick(self.exclusions(name))), self.metric_meta(name),
+                       group_by_run(pick(self.profile_shares(name))))
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version >= SCHEMA_VERSION:
+        return
+    db.execute("PRAGMA foreign_keys=OFF")  # table rebuilds; cannot change inside a transaction
+    if version == 0:
+        db.execute("CREATE TABLE IF NOT EXISTS migrations (version INTEGER PRIMARY KEY, "
+                   "description TEXT NOT NULL, applied_at REAL NOT NULL)")
+    for number, description, sql in MIGRATIONS:
+        if number <= version:
+            continue
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in statements(sql):
+                db.execute(statement)
+            db.execute("INSERT INTO migrations VALUES (?, ?, ?)", (number, description, time.time()))
+            db.execute(f"PRAGMA user_version = {number}")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+
+def _wal_mode(path: Path) -> bool:
+    """Bytes 18 and 19 of a SQLite header are 2 for a WAL database."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[18] == 2 and header[19] == 2
+
+
+def _why(e: sqlite3.Error) -> str:
+    text = str(e) or e.__class__.__name__
+    return text.splitlines()[0][:200]
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT; a SQLite failure becomes one StoreError line, and nothing half-written stays."""
+
+    def __init__(self, db: sqlite3.Connection, path: Path):
+        self.db, self.path = db, path
+
+    def __enter__(self):
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            raise _store_error(self.path, e) from None
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        except sqlite3.Error as e:
+            if exc_type is None:
+                try:
+                    self.db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                raise _store_error(self.path, e) from None
+        if isinstance(exc, sqlite3.Error):
+            raise _store_error(self.path, exc) from None
+        return False
+
+
+def _store_error(path: Path, e: sqlite3.Error) -> StoreError:
+    text = _why(e)
+    if "full" in text:
+        return StoreError(f"{path}: the disk is full ({text}); free space, then continue with "
+                          "`perfab run SPEC --resume` (stored runs are kept)")
+    if "readonly" in text or "read-only" in text:
+        return StoreError(f"{path}: cannot write ({text}); pass a writable --db PATH")
+    if "locked" in text or "busy" in text:
+        return StoreError(f"{path}: the database stayed locked by another process ({text}); try again when it "
+                          "is done")
+    return StoreError(f"{path}: {text}; the database may be damaged: check it with `sqlite3 {path} "
+                      "'PRAGMA integrity_check'`")
