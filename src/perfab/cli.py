@@ -277,3 +277,7 @@ class _progress:
             self.bar.console.print(line, markup=False, highlight=False)
         else:
             print(f"perfab: {line}", file=self.stream)
+
+
+if __name__ == "__main__":
+    main_entry()

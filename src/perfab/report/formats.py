@@ -1,4 +1,14 @@
-"""Machine-readable and markdown renderings of an analysis."""
+"""Machine-readable and markdown renderings of an analysis.
+
+JSON and CSV carry one unit per column: ``delta``, ``ci_lo`` and ``ci_hi``
+are fractions (0.01 = +1%, null where no ratio exists); ``shift``,
+``shift_lo`` and ``shift_hi`` are in the metric's unit; ``basis`` says
+which of them the verdict used (``ratio``, ``shift/median`` or
+``absolute``).  Sweep parameters are a ``params`` map in JSON and one
+column each in CSV.  Text from workloads and specs is escaped: markdown
+cells cannot break the table, CSV cells cannot become spreadsheet
+formulas.
+"""
 
 from __future__ import annotations
 
@@ -6,37 +16,60 @@ import csv
 import io
 import json
 import math
+import re
 
 from perfab.analyse.compare import Analysis, Row
 from perfab.report.numbers import centers, fmt_delta, fmt_value, noise_range
 
+_MD_SPECIAL = re.compile(r"([\\`*_<>\[\]|#])")
+
+
+def md(text: object) -> str:
+    """Text safe in a markdown table cell or list item: markup characters escaped, on one line."""
+    flat = " ".join(str(text).replace("\r", "\n").split("\n"))
+    return _MD_SPECIAL.sub(r"\\\1", flat)
+
+
+def md_code(text: object) -> str:
+    """Inline code on one line, fenced with more backticks than any run inside it."""
+    body = " ".join(str(text).replace("\r", "\n").split("\n"))
+    run = max((len(x) for x in re.findall(r"`+", body)), default=0)
+    fence = "`" * (run + 1)
+    return f"{fence} {body} {fence}" if run else f"`{body}`"
+
 
 def render_markdown(a: Analysis) -> str:
-    out = [f"## perfab: {a.experiment}", ""]
+    out = [f"## perfab: {md(a.experiment)}", ""]
     sides = [a.baseline, *a.variants]
-    out.append(f"Baseline **{a.baseline}**; experiment **{', '.join(a.variants)}**; runs per side: "
-               + ", ".join(f"{v} {a.runs_per_side.get(v, 0)}" for v in sides) + ".")
+    out.append(f"Baseline **{md(a.baseline)}**; experiment **{', '.join(md(v) for v in a.variants)}**; runs per side: "
+               + ", ".join(f"{md(v)} {a.runs_per_side.get(v, 0)}" for v in sides) + ".")
     if a.env_differences:
         out += ["", "Environment differs between sides:", ""]
-        out += [f"- `{key}`: {base} ({a.baseline}) vs {other} ({variant})"
+        out += [f"- {md_code(key)}: {md(base)} ({md(a.baseline)}) vs {md(other)} ({md(variant)})"
                 for variant, key, base, other in a.env_differences]
     for info in a.workloads:
         rows = [r for r in a.rows if r.workload == info.name]
-        out += ["", f"### {info.name}", "", f"`{info.command}`", ""]
-        out += ["| Metric | Variant | Baseline | Experiment | Delta | Sig |", "|---|---|---:|---:|---:|---|"]
+        out += ["", f"### {md(info.name)}", "", md_code(info.command), ""]
+        point = "| Point " if info.params else ""
+        out += [f"| Metric {point}| Variant | Baseline | Experiment | Delta | Sig |",
+                "|---|" + ("---|" if info.params else "") + "---|---:|---:|---:|---|"]
         for r in rows:
             base, exp = (fmt_value(r, c) for c in centers(r))
-            out.append(f"| {r.label} | {r.variant} | {base} | {exp} | {fmt_delta(r)} | {_md(r.verdict)} |")
+            cell = f"| {md(_point(r))} " if info.params else ""
+            out.append(f"| {md(r.label)} {cell}| {md(r.variant)} | {base} | {exp} | {fmt_delta(r)} | {md(r.verdict)} |")
         out += ["", f"`**` = beyond per-run noise{noise_range(rows)}, ns = within noise, flat = within the margin."]
         for r in rows:
-            out += [f"- {r.label} [{r.variant}]: {w}" for w in r.warnings]
+            out += [f"- {md(r.label)} \\[{md(r.variant)}\\]: {md(w)}" for w in r.warnings]
+        if info.hidden:
+            out.append(f"- {len(info.hidden)} parser metric(s) without a declared direction not shown "
+                       f"({md(', '.join(info.hidden))}); `--all` shows them")
     if a.warnings:
-        out += ["", "Warnings:", ""] + [f"- {w}" for w in a.warnings]
+        out += ["", "Warnings:", ""] + [f"- {md(w)}" for w in a.warnings]
     return "\n".join(out) + "\n"
 
 
-def _md(verdict: str) -> str:
-    return verdict.replace("*", r"\*")
+def _point(r: Row) -> str:
+    return " ".join(f"{k}={v}" for k, v in r.params)
 
 
 def render_json(a: Analysis) -> str:
@@ -44,48 +77,71 @@ def render_json(a: Analysis) -> str:
         "experiment": a.experiment, "baseline": a.baseline, "variants": list(a.variants),
         "alpha": a.alpha, "confidence": a.confidence, "fdr": a.fdr, "backend": a.backend,
         "groups": [list(g) for g in a.groups], "runs_per_side": a.runs_per_side, "order": a.order,
-        "sessions": a.sessions, "environment": a.environment,
+        "sessions": a.sessions, "environment": a.environment, "sources": a.sources,
         "env_differences": [dict(variant=v, key=k, baseline=b, other=o) for v, k, b, o in a.env_differences],
         "warnings": list(a.warnings), "notes": list(a.notes),
-        "workloads": [dict(name=w.name, command=w.command, failed=w.failed, excluded=w.excluded)
-                      for w in a.workloads],
+        "workloads": [dict(name=w.name, command=w.command, failed=w.failed, excluded=w.excluded,
+                           hidden=list(w.hidden), params=list(w.params)) for w in a.workloads],
         "rows": [_row_dict(r) for r in a.rows],
     }
-    return json.dumps(doc, indent=2, default=_finite) + "\n"
+    return json.dumps(doc, indent=2, allow_nan=False) + "\n"
 
 
 def _row_dict(r: Row) -> dict:
     e = r.estimate
+    base_c, exp_c = centers(r)
     return {
-        "workload": r.workload, "metric": r.metric, "label": r.label, "variant": r.variant, "unit": r.unit,
-        "higher_is_better": r.higher_is_better, "primary": r.primary, "margin": r.margin,
-        "verdict": r.verdict, "regressed": r.regressed, "method": e.method if e else None,
-        "median_base": e.median_base if e else None, "median_exp": e.median_exp if e else None,
-        "mean_base": e.mean_base if e else None, "mean_exp": e.mean_exp if e else None,
+        "workload": r.workload, "params": dict(r.params), "metric": r.metric, "label": r.label,
+        "variant": r.variant, "source": r.source, "unit": r.unit, "higher_is_better": r.higher_is_better,
+        "primary": r.primary, "margin": r.margin, "verdict": r.verdict, "regressed": r.regressed,
+        "method": e.method if e else None, "basis": e.basis if e else None,
+        "median_base": _num(base_c), "median_exp": _num(exp_c),
+        "mean_base": _num(e.mean_base) if e else None, "mean_exp": _num(e.mean_exp) if e else None,
         "delta": _num(e.delta) if e else None, "ci_lo": _num(e.lo) if e else None,
-        "ci_hi": _num(e.hi) if e else None, "p": e.p if e else None, "q": r.q,
-        "n_base": r.n_base, "n_exp": r.n_exp, "cv_base": r.cv_base, "cv_exp": r.cv_exp, "mde": r.mde,
-        "warnings": list(r.warnings), "base_values": list(r.base_values), "exp_values": list(r.exp_values),
+        "ci_hi": _num(e.hi) if e else None, "shift": _num(e.shift) if e else None,
+        "shift_lo": _num(e.shift_lo) if e else None, "shift_hi": _num(e.shift_hi) if e else None,
+        "resolution": _num(e.resolution) if e else None, "p": _num(e.p) if e else None, "q": _num(r.q),
+        "n_base": r.n_base, "n_exp": r.n_exp, "cv_base": _num(r.cv_base), "cv_exp": _num(r.cv_exp),
+        "mde": _num(r.mde), "warnings": list(r.warnings),
+        "base_values": [_num(v) for v in r.base_values], "exp_values": [_num(v) for v in r.exp_values],
+        "base_order": list(r.base_order), "exp_order": list(r.exp_order),
     }
 
 
 def _num(x: float | None):
-    if x is None or math.isfinite(x):
+    """A JSON-safe number: null for None and nan, "inf"/"-inf" strings for unbounded interval ends."""
+    if x is None:
+        return None
+    x = float(x)
+    if math.isfinite(x):
         return x
+    if math.isnan(x):
+        return None
     return "inf" if x > 0 else "-inf"
 
 
-def _finite(x):
-    return str(x)
+CSV_FIELDS = ["workload", "metric", "label", "variant", "source", "unit", "higher_is_better", "verdict", "method",
+              "basis", "median_base", "median_exp", "delta", "ci_lo", "ci_hi", "shift", "shift_lo", "shift_hi", "p",
+              "q", "n_base", "n_exp", "cv_base", "cv_exp", "mde", "resolution"]
 
 
 def render_csv(a: Analysis) -> str:
     buf = io.StringIO()
-    fields = ["workload", "metric", "label", "variant", "unit", "higher_is_better", "verdict", "method",
-              "median_base", "median_exp", "delta", "ci_lo", "ci_hi", "p", "q", "n_base", "n_exp", "cv_base",
-              "cv_exp", "mde"]
+    params = list(dict.fromkeys(k for r in a.rows for k, _ in r.params))
+    fields = CSV_FIELDS[:2] + params + CSV_FIELDS[2:]
     w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for r in a.rows:
-        w.writerow(_row_dict(r))
+        row = {**_row_dict(r), **dict(r.params)}
+        w.writerow({k: _cell(v) for k, v in row.items() if k in fields})
     return buf.getvalue()
+
+
+_NUMBER = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?")
+
+
+def _cell(value):
+    """A CSV cell that a spreadsheet shows as text: leading =, +, -, @ (or tab, CR) of non-numbers quoted off."""
+    if not isinstance(value, str) or not value or value[0] not in "=+-@\t\r" or _NUMBER.fullmatch(value):
+        return value
+    return "'" + value

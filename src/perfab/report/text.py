@@ -169,11 +169,17 @@ def _problems(info, rows: list[Row], rows_all: tuple[Row, ...]) -> list[str]:
     for what, count in info.excluded.items():
         metric, _, reason = what.partition(": ")
         lines.append(f"Excluded {labels.get(metric, metric)}: {reason} ({count} run{'s' if count != 1 else ''})")
-    empty = [r.label for r in rows_all if r.workload == info.name and r.verdict == "-"]
+    empty = [r.label for r in rows_all if r.workload == info.name and r.verdict == "-"
+             and r.warnings in ((), ("no usable runs on one side",))]
     if empty:
         lines.append(f"Not compared (no usable runs on a side): {', '.join(dict.fromkeys(empty))}")
+    if info.hidden:
+        lines.append(f"Not shown: {len(info.hidden)} parser metric(s) without a declared direction "
+                     f"({', '.join(info.hidden)}); --all shows them, or declare them with [[workload.metric]]")
+    refused = [r for r in rows_all if r.workload == info.name and r.verdict == "-"
+               and r.warnings not in ((), ("no usable runs on one side",))]
     grouped: dict[str, dict[str, None]] = {}  # warning -> labels (a baseline warning comes once per variant)
-    for r in rows:
+    for r in [*rows, *refused]:
         for w in r.warnings:
             grouped.setdefault(w, {})[_short(r.label)] = None
     for w, names in grouped.items():

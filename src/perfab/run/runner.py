@@ -303,8 +303,9 @@ def _with_service(rec: RunRecord, ctx: SideContext, before, workload: Workload) 
     from perfab.analyse.names import SERVICE
 
     problem = ctx.service_problem()
-    if problem is not None and rec.status == "ok":
-        return replace(rec, status="failed", reason=problem, metrics={}, profile={})
+    if problem is not None and rec.status != "interrupted":
+        reason = problem if rec.status == "ok" else f"{problem}; the run: {rec.reason}"
+        return replace(rec, status="failed", reason=reason, metrics={}, profile={})
     after = ctx.service_cpu_s()
     if rec.status != "ok" or before is None or after is None:
         return rec
