@@ -172,8 +172,9 @@ def cmd_report(args, stdout, stderr) -> int:
 
 def cmd_plan(args, stdout, stderr) -> int:
     from perfab.plan import make_plan
-    from perfab.report.plan import plan_lines
+    from perfab.report.plan import build_lines, plan_lines
     from perfab.run.backends import make_backend
+    from perfab.run.build import resolve
     from perfab.run.preflight import preflight
     from perfab.spec import load_spec
 
@@ -181,9 +182,13 @@ def cmd_plan(args, stdout, stderr) -> int:
     sides = [args.side] if args.side else None
     if args.side:
         exp.variant(args.side)  # raises for an unknown name
-    preflight(exp, sides, _side_env(exp))
+    chosen = [v for v in exp.variants if sides is None or v.name in sides]
+    sources = resolve(exp, chosen)
+    built = [v.name for v in chosen if v.name in sources]
+    preflight(exp, [v.name for v in chosen if v.name not in sources], _side_env(exp))
+    preflight(exp, built, _side_env(exp), programs=False, sources=sources)  # programs appear when built
     groups = make_backend(exp.measure).groups()
-    for line in plan_lines(exp, make_plan(exp, sides, len(groups)), groups):
+    for line in build_lines(sources) + plan_lines(exp, make_plan(exp, sides, len(groups)), groups, sources):
         print(line, file=stdout)
     return 0
 

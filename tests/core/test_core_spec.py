@@ -45,7 +45,8 @@ BAD_SPECS = {
     "bool for int": (two_sides().replace("runs = 4", "runs = true"), ["experiment.runs", "expected int"]),
     "missing name": (two_sides().replace('name = "t"\n', ""), ["experiment.name", "missing"]),
     "missing workload argv": (two_sides(workload=""), ["workload[0].argv", "missing"]),
-    "one variant": (two_sides(variants='[[variant]]\nname = "a"\n'), ["variant", "at least two"]),
+    "no variant": ('variant = []\n[experiment]\nname = "t"\n[[workload]]\nname = "w"\nargv = ["true"]\n',
+                   ["variant", "at least one"]),
     "unknown baseline": (two_sides('baseline = "c"'), ["experiment.baseline", "'c'", "a, b"]),
     "string argv": (two_sides(workload='argv = "sleep 1"'), ["workload[0].argv", "shell = true"]),
     "bad pin": (two_sides('pin = "zero"'), ["experiment.pin", "CPU list"]),
@@ -83,7 +84,7 @@ def test_unknown_key_lists_allowed_keys():
     allowed = str(info.value).split("use one of: ")[1]
     assert allowed.split(", ") == sorted(["name", "runs", "warmup", "order", "seed", "pin", "max_failures",
                                           "stdout_cap", "alpha", "confidence", "fdr", "margin", "method",
-                                          "baseline"])
+                                          "baseline", "build", "repo", "build_timeout"])
 
 
 def test_missing_spec_file(tmp_path):

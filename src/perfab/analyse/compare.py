@@ -39,6 +39,7 @@ import numpy as np
 from perfab.analyse.checks import adjust, bimodal, drift, too_few_runs
 from perfab.analyse.methods import ABSOLUTE, Estimate, get_method, min_detectable_effect, relative_cv
 from perfab.analyse.names import LABELS, RUSAGE_LABELS
+from perfab.analyse.summary import Summary, summarize
 from perfab.errors import UsageError
 from perfab.spec import Experiment, MetricSpec, parse_spec
 from perfab.store import Dataset, MetricMeta, Params, Session, Store
@@ -117,6 +118,7 @@ class Analysis:
     spec: Experiment | None = None  # the newest session's spec
     profiles: dict = field(default_factory=dict)  # (workload, variant) -> perfab.profile.ProfileRows
     sources: dict = field(default_factory=dict)  # variant -> {"commit": ..., "build": ...} of the newest session
+    summaries: tuple[Summary, ...] = ()  # each side's median and interval per point (sweeps, single sides)
 
 
 def analyse(store: Store, name: str | None = None, alpha: float | None = None, confidence: float | None = None,
@@ -138,13 +140,15 @@ def compare(data: Dataset, spec: Experiment, alpha: float | None = None, confide
             raise UsageError(f"{label} {value}: must lie strictly between 0 and 1 (e.g. 0.05 and 0.95)")
     idx = _Index(data)
     backend = data.sessions[-1].backend if data.sessions else "time"
-    rows, infos = [], []
+    rows, infos, summaries = [], [], []
     for workload in spec.workloads:
         shown, hidden = _metrics(idx, workload, backend, show_all)
-        for point in idx.points(workload.name):
+        for point in _in_grid_order(idx.points(workload.name), workload):
             for metric in shown:
                 for variant in [v.name for v in spec.variants if v.name != spec.baseline]:
                     rows.append(_row(spec, idx, workload.name, point, metric, variant, confidence, alpha, method))
+                if workload.params or len(spec.variants) == 1:
+                    summaries += _summaries(spec, idx, workload.name, point, metric, confidence)
         infos.append(idx.workload_info(workload, tuple(hidden)))
     rows = _verdicts(rows, alpha, spec.fdr)
     sessions = list(data.sessions)
@@ -156,7 +160,8 @@ def compare(data: Dataset, spec: Experiment, alpha: float | None = None, confide
         groups=sessions[-1].groups if sessions else ((),), environment=_side_env(sessions, spec.baseline),
         env_differences=_env_differences(sessions, spec), sessions=len(sessions),
         warnings=tuple(_experiment_warnings(sessions, spec, idx)), notes=idx.notes, spec=spec,
-        profiles=_profiles(spec, idx, alpha), sources=sessions[-1].sources if sessions else {})
+        profiles=_profiles(spec, idx, alpha), sources=sessions[-1].sources if sessions else {},
+        summaries=tuple(summaries))
 
 
 class _Index:
@@ -211,6 +216,14 @@ class _Index:
         command = workload.argv[0] if workload.shell else " ".join(workload.argv)
         return WorkloadInfo(workload.name, command, dict(failed), dict(excluded), hidden,
                             tuple(n for n, _ in workload.params))
+
+
+def _in_grid_order(points: list[Params], workload) -> list[Params]:
+    """Sweep points in the spec's order (stored points outside today's grid last, as first seen)."""
+    from perfab.plan import sweep_points
+
+    grid = {p: i for i, p in enumerate(sweep_points(workload))}
+    return sorted(points, key=lambda p: grid.get(p, len(grid)))
 
 
 def _metrics(idx: _Index, workload, backend: str, show_all: bool) -> tuple[list[str], list[str]]:
@@ -275,6 +288,19 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
     mde = min_detectable_effect(len(base), len(exp), noise, alpha, margin=margin) if name != "exact" else None
     return Row(**common, estimate=est, q=None, verdict="", cv_base=cv_b, cv_exp=cv_e, mde=mde,
                warnings=tuple(warnings))
+
+
+def _summaries(spec: Experiment, idx: _Index, workload: str, point: Params, metric: str,
+               confidence: float) -> list[Summary]:
+    meta = idx.meta.get((workload, metric))
+    decl = _declared(spec, workload, metric)
+    unit = (decl.unit if decl and decl.unit else None) or (meta.unit if meta else None)
+    out = []
+    for v in spec.variants:
+        values, _ = idx.values(workload, point, v.name, metric)
+        if (s := summarize(workload, point, v.name, metric, unit, values, confidence)) is not None:
+            out.append(s)
+    return out
 
 
 def _verdicts(rows: list[Row], alpha: float, fdr: str) -> list[Row]:

@@ -83,6 +83,9 @@ def render_json(a: Analysis) -> str:
         "workloads": [dict(name=w.name, command=w.command, failed=w.failed, excluded=w.excluded,
                            hidden=list(w.hidden), params=list(w.params)) for w in a.workloads],
         "rows": [_row_dict(r) for r in a.rows],
+        "summaries": [dict(workload=x.workload, params=dict(x.params), variant=x.variant, metric=x.metric, n=x.n,
+                           median=_num(x.median), lo=_num(x.lo), hi=_num(x.hi), per_thread=_num(x.per_thread))
+                      for x in a.summaries],
     }
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"
 

@@ -18,6 +18,7 @@ from perfab.analyse.compare import Analysis, Row
 from perfab.analyse.methods import ABSOLUTE
 from perfab.plan import describe_order
 from perfab.report.numbers import centers, fmt_delta, fmt_value, measured_rows, noise_range
+from perfab.report.sweep import sweep_tables
 
 WIDTH = 80
 _SIDE_NAME_MAX = 20  # longer side names are clipped in the normalized table's header
@@ -30,7 +31,10 @@ def render_text(a: Analysis) -> str:
     for info in a.workloads:
         rows = [r for r in a.rows if r.workload == info.name and r.verdict != "-"]
         out += ["", info.name.upper(), "", f"    {_clip(info.command, WIDTH - 4)}", ""]
-        out += _table(a, rows) if len(a.variants) == 1 else _normalized_table(a, rows)
+        if info.params or not a.variants:
+            out += sweep_tables(a, info, rows)
+        else:
+            out += _table(a, rows) if len(a.variants) == 1 else _normalized_table(a, rows)
         out += _legend(a, rows)
         out += _problems(info, rows, a.rows)
         out += _profile(a, info.name)
@@ -47,9 +51,18 @@ def _setup(a: Analysis) -> list[str]:
     lines = ["SETUP"]
     lines += [f"  {line}" for line in describe(a.environment)]
     runs = ", ".join(f"{v} {a.runs_per_side.get(v, 0)}" for v in (a.baseline, *a.variants))
-    lines.append(f"  sides    : baseline = {a.baseline}; experiment = {', '.join(a.variants)}")
+    if a.variants:
+        lines.append(f"  sides    : baseline = {a.baseline}; experiment = {', '.join(a.variants)}")
+    else:
+        lines.append(f"  side     : {a.baseline} (one side: absolute values, no comparison)")
     lines.append(f"  runs     : {runs} measured ({describe_order(a.spec) if a.spec else a.order})")
     lines.append(f"  counted  : {_counted(a)}")
+    for variant, src in a.sources.items():
+        if src.get("commit"):
+            subject = f' ("{src["subject"]}")' if src.get("subject") else ""
+            lines.append(f"  source   : {variant} = {src.get('ref')} {src['commit'][:12]}{subject}")
+        if src.get("command"):
+            lines.append(f"  built    : {variant}: {' '.join(src['command'])}")
     if a.sessions > 1:
         lines.append(f"  sessions : {a.sessions}")
     return [part for x in lines for part in _wrap(x, "    ")]
@@ -115,6 +128,9 @@ def _normalized_slice(a: Analysis, rows: list[Row], variants, label_w: int, col:
 
 
 def _legend(a: Analysis, rows: list[Row]) -> list[str]:
+    if not a.variants:
+        return _wrap(f"Median of each point's runs with its {a.confidence:.0%} distribution-free interval "
+                     "(order statistics of the runs; binomial coverage).")
     lines = _wrap(_directions(rows)) if _directions(rows) else []
     noise = noise_range(rows)
     margins = sorted({r.margin for r in rows if r.estimate is not None})

@@ -27,10 +27,11 @@ class SideContext:
     """Setup, service and teardown around one cell's consecutive runs; use as a context manager."""
 
     def __init__(self, exp: Experiment, workload: Workload, variant: Variant, params: Params,
-                 env: dict[str, str], cwd: str | None, say: Callable[[str], None]):
+                 env: dict[str, str], cwd: str | None, say: Callable[[str], None],
+                 source: dict[str, str] | None = None):
         self.exp, self.workload, self.variant, self.params = exp, workload, variant, params
         self.env, self.cwd, self.say = env, cwd, say
-        self.values = placeholders(exp, variant, workload, params)
+        self.values = placeholders(exp, variant, workload, params, source)
         self.service: Service | None = None
         self.log: Path | None = None
         self._stack = ExitStack()

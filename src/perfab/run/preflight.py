@@ -18,20 +18,29 @@ from perfab.plan import sweep_points
 from perfab.spec import Experiment, Variant, Workload, expand, placeholders, workload_placeholders
 
 
-def preflight(exp: Experiment, sides: list[str] | None, env_of, programs: bool = True) -> None:
-    """Raise a UsageError for the first command that cannot run; ``env_of(variant)`` gives a side's environment."""
+def preflight(exp: Experiment, sides: list[str] | None, env_of, programs: bool = True,
+              sources: dict | None = None) -> None:
+    """Raise a UsageError for the first command that cannot run; ``env_of(variant)`` gives a side's environment.
+
+    ``sources`` maps a side built from source to its ``perfab.run.build.Source`` ({src}, {build}); with
+    ``programs`` False only placeholders are checked (before builds make the programs).
+    """
     chosen = [v for v in exp.variants if sides is None or v.name in sides]
+    sources = sources or {}
     for workload in exp.workloads:
         own = workload_placeholders(exp, workload)
         for command in (*workload.setup, *workload.teardown):
             expand(command, own, f"workload {workload.name!r} setup/teardown")
         for variant in chosen:
+            source = sources.get(variant.name)
             for point in sweep_points(workload):
-                _cell(exp, workload, variant, point, env_of(variant), programs)
+                _cell(exp, workload, variant, point, env_of(variant), programs,
+                      source.values() if source is not None else None)
 
 
-def _cell(exp: Experiment, workload: Workload, variant: Variant, point, env: dict[str, str], programs: bool) -> None:
-    values = placeholders(exp, variant, workload, point)
+def _cell(exp: Experiment, workload: Workload, variant: Variant, point, env: dict[str, str], programs: bool,
+          source: dict[str, str] | None) -> None:
+    values = placeholders(exp, variant, workload, point, source)
     where = f"workload {workload.name!r}, variant {variant.name!r}"
     x = lambda text: expand(text, values, where)  # noqa: E731
     argv = [x(a) for a in workload.argv]

@@ -39,6 +39,7 @@ from typing import Callable
 from perfab.errors import PerfabError, UsageError
 from perfab.plan import PlannedRun, make_plan
 from perfab.run.backends import Backend
+from perfab.run.build import build_all, resolve
 from perfab.run.context import SideContext
 from perfab.run.executor import Executor, FakeExecutor
 from perfab.run.preflight import preflight
@@ -102,6 +103,7 @@ class Runner:
         self._envs: dict[str, dict[str, str]] = {}
         self._cpus = _cpus(exp.pin)
         self.recorder = _recorder(exp)
+        self.sources: dict = {}  # side -> perfab.run.build.Source, for sides built from source
 
     # -- sessions -----------------------------------------------------------
 
@@ -118,6 +120,7 @@ class Runner:
                                  "or start a new session with --new-session")
             self.store.claim(pending.id, takeover)
             session, side = pending.id, pending.side
+            self.sources = self._build([side] if side else None)
             todo = self.store.remaining(session)
         else:
             if pending is not None and not new_session:
@@ -126,12 +129,21 @@ class Runner:
                                  "continue it with --resume or start another with --new-session")
             side = self.resolve_side(side)
             sides = [side] if side else None
+            self.sources = self._build(sides)
             preflight(self.exp, sides, self._env, getattr(self.executor, "resolves_programs",
-                                                          not isinstance(self.executor, FakeExecutor)))
+                                                          not isinstance(self.executor, FakeExecutor)), self.sources)
             todo = make_plan(self.exp, sides, len(self.groups))
             session = self.store.start_session(self.exp.name, self.exp.source, self.exp.path, self.exp.spec_hash,
-                                               side, self.backend.name, self.groups, self.environment, todo)
+                                               side, self.backend.name, self.groups, self.environment, todo,
+                                               {k: v.to_json() for k, v in self.sources.items()})
         return self._execute(session, side, todo)
+
+    def _build(self, sides: list[str] | None) -> dict:
+        """Resolve, check out and build the sides that come from source, before anything is stored."""
+        chosen = [v for v in self.exp.variants if sides is None or v.name in sides]
+        sources = resolve(self.exp, chosen)
+        preflight(self.exp, sides, self._env, False, sources)  # placeholders, before a long build
+        return build_all(self.exp, sources, self._env, self.say)
 
     def resolve_side(self, side: str | None) -> str | None:
         """The external side this session is (``--side`` or the variants' ``detect``)."""
@@ -198,7 +210,8 @@ class Runner:
                     if context:
                         context.pop().__exit__(None, None, None)
                     ctx = SideContext(self.exp, workload, variant, planned.params, self._env(variant),
-                                      self._cwd(workload, self._values(variant, workload, planned)), self.say)
+                                      self._cwd(workload, self._values(variant, workload, planned)), self.say,
+                                      self._source(variant))
                     ctx.__enter__()
                     context.append(ctx)
                 self.progress(i, total, f"{workload.name} {variant.name}")
@@ -263,7 +276,11 @@ class Runner:
         return _with_service(rec, ctx, cpu_before, workload)
 
     def _values(self, variant: Variant, workload: Workload, planned: PlannedRun) -> dict[str, str]:
-        return placeholders(self.exp, variant, workload, planned.params)
+        return placeholders(self.exp, variant, workload, planned.params, self._source(variant))
+
+    def _source(self, variant: Variant) -> dict[str, str] | None:
+        source = self.sources.get(variant.name)
+        return source.values() if source is not None else None
 
     def _env(self, variant: Variant) -> dict[str, str]:
         env = self._envs.get(variant.name)

@@ -79,6 +79,8 @@ class Variant:
     external: bool  # the side cannot be switched within a session (e.g. a booted kernel)
     detect: str | None  # shell command whose output identifies the current external side
     detect_pattern: str | None  # regex matched against detect's output
+    git: str | None = None  # build this side from this commit of experiment.repo
+    build: tuple[str, ...] = ()  # build command of this side (argv; one string runs with /bin/sh -c)
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,9 @@ class Experiment:
     measure: Measure  # how runs are measured
     source: str  # the spec's text, stored with every session
     path: str  # where the spec was read from
+    build: tuple[str, ...] = ()  # build command for every side without its own ({variant} placeholder)
+    repo: str | None = None  # the git repository variant.git refs name; None: the one holding the spec
+    build_timeout_s: float = 3600.0  # a build taking longer fails
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
@@ -178,10 +183,12 @@ def expand(template: str, values: dict[str, str], where: str = "command") -> str
 
 
 def placeholders(exp: Experiment, variant: Variant, workload: Workload,
-                 params: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
-    """The values ``{variant}``, ``{workload}``, ``{experiment}``, the sweep point's and the side's own vars."""
+                 params: tuple[tuple[str, str], ...] = (), source: dict[str, str] | None = None) -> dict[str, str]:
+    """The values ``{variant}``, ``{workload}``, ``{experiment}``, the sweep point's, ``{src}``/``{build}`` of a
+    side built from source, and the side's own vars."""
     values = {"variant": variant.name, "workload": workload.name, "experiment": exp.name}
     values.update(params)
+    values.update(source or {})
     values.update(variant.vars)
     return values
 

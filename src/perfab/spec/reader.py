@@ -17,7 +17,7 @@ _TOML_NAMES = {dict: "table", list: "array", str: "string", int: "integer", floa
 _NAME = re.compile(r"[A-Za-z0-9_.+-][A-Za-z0-9_.+ -]*")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_RESERVED_PARAMS = {"variant", "workload", "experiment", "metric", "value", "run_id", "seq", "warmup"}
+_RESERVED_PARAMS = {"variant", "workload", "experiment", "metric", "value", "run_id", "seq", "warmup", "src", "build"}
 _CACHEGRIND_KEYS = ("l1i", "l1d", "ll", "branch_sim", "callgrind_toggle")
 MAX_CPU = 8191  # sched_setaffinity masks perfab builds
 
@@ -179,6 +179,9 @@ class _Reader:
             measure=self.measure(doc.get("measure", {})),
             source=text,
             path=self.path,
+            build=self.strings(e, w, "build"),
+            repo=self.get(e, w, "repo", str),
+            build_timeout_s=float(self.number(e, w, "build_timeout", 3600.0, maximum=7 * 86400)),
         )
         self.plan_size(exp)
         return exp
@@ -205,8 +208,9 @@ class _Reader:
 
     def variants(self, doc: dict) -> tuple[Variant, ...]:
         tables = self.get(doc, "", "variant", list)
-        if not tables or len(tables) < 2:
-            raise self.fail("variant", "need at least two [[variant]] tables", "add a baseline and an experiment side")
+        if not tables:
+            raise self.fail("variant", "need at least one [[variant]] table (two to compare)",
+                            "add a baseline and an experiment side")
         out = []
         for i, t in enumerate(tables):
             w = f"variant[{i}]"
@@ -226,8 +230,12 @@ class _Reader:
                 if not _IDENT.fullmatch(name):
                     raise self.fail(f"{w}.vars.{name}", "is not a usable placeholder name",
                                     "use letters, digits and '_', starting with a letter")
+            git = self.get(t, w, "git", str)
+            if git is not None and (not git.strip() or git.startswith("-")):
+                raise self.fail(f"{w}.git", f"{git!r} is not a git ref", 'name a branch, tag or commit, e.g. "v6.1"')
             out.append(Variant(self.name(t, w), self.env(t, w), self.strings(t, w, "wrap"), variables,
-                               self.strings(t, w, "setup"), self.strings(t, w, "teardown"), external, detect, pattern))
+                               self.strings(t, w, "setup"), self.strings(t, w, "teardown"), external, detect, pattern,
+                               git, self.strings(t, w, "build")))
         self.unique([v.name for v in out], "variant")
         if any(v.external for v in out) and not all(v.external for v in out):
             raise self.fail("variant.external", "some sides are external and some are not",

@@ -52,6 +52,10 @@ TABLES: dict[str, tuple[Key, ...]] = {
         _k("margin", "float", "0.1", "Percent: a change shown to lie within +-margin is `flat`."),
         _k("method", "string", '"nonparametric"', f"Default statistical method: {', '.join(METHODS)}."),
         _k("baseline", "string", "the first variant", "Name of the baseline variant."),
+        _k("build", "array of strings", "[]",
+           "Build command for every side without its own (with {variant}); run once per session before any run."),
+        _k("repo", "string", "the repository holding the spec", "Git repository that variant.git refs name."),
+        _k("build_timeout", "float", "3600", "Seconds a side's build may take."),
     ),
     "variant": (
         _k("name", "string", "required", "Side name, usable as {variant} in commands."),
@@ -64,6 +68,11 @@ TABLES: dict[str, tuple[Key, ...]] = {
            "The side cannot be switched within a session (a booted kernel): one session per side."),
         _k("detect", "string", "none", "Shell command whose output tells which external side this machine is."),
         _k("detect_pattern", "string", "none", "Regex matched against detect's output."),
+        _k("git", "string", "none",
+           "Build this side from this commit (a ref), checked out in a cache keyed by commit and build command; "
+           "gives {src} and {build}."),
+        _k("build", "array of strings", "experiment.build",
+           "This side's build command (argv; one string runs with /bin/sh -c), in {src}, once per session."),
     ),
     "workload": (
         _k("name", "string", "required", "Workload name: a row group in the report."),
