@@ -98,3 +98,20 @@ def test_a_single_side_sweep_is_a_scaling_curve_with_intervals(db):
     assert "**" not in out.split("SETUP")[1]
     code, out, _ = cli("report", "--db", str(db), "--format", "json")
     assert json.loads(out)["rows"] == [] and len(json.loads(out)["summaries"]) >= 6
+
+
+def test_machine_interrupts_are_counted_per_run(tmp_path):
+    spec = tmp_path / "irq.toml"
+    spec.write_text('[experiment]\nname = "irq"\nruns = 2\nwarmup = 0\n[measure]\ninterrupts = ["TLB", "LOC", "NOPE"]\n'
+                    '[[variant]]\nname = "a"\n[[variant]]\nname = "b"\n'
+                    '[[workload]]\nname = "w"\nargv = ["sleep", "0.05"]\n')
+    db = tmp_path / "r.db"
+    code, out, err = cli("run", str(spec), "--db", str(db), "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    rows = {r["metric"]: r for r in doc["rows"]}
+    assert rows["interrupts.LOC"]["source"] == "machine" and rows["interrupts.LOC"]["higher_is_better"] is None
+    assert all(v >= 1 for v in rows["interrupts.LOC"]["base_values"])  # the timer ticks during 50 ms
+    assert rows["interrupts.TLB"]["higher_is_better"] is False
+    assert doc["workloads"][0]["excluded"] == {"interrupts.NOPE: no row 'NOPE' in /proc/interrupts on this "
+                                               "machine": 4}

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Callable
 
 from perfab.errors import PerfabError, UsageError
+from perfab.machine.interrupts import read_interrupts
 from perfab.plan import PlannedRun, make_plan
 from perfab.run.backends import Backend
 from perfab.run.build import build_all, resolve
@@ -257,6 +258,8 @@ class Runner:
         if problem is not None:
             return _not_run(started, problem)
         cpu_before = ctx.service_cpu_s()
+        irq_rows = self.exp.measure.interrupts
+        irq_before = read_interrupts(irq_rows) if irq_rows else None
         try:
             inner = self.recorder.wrap(argv, scratch) if self.recorder else argv
             full = self.backend.wrap(inner, scratch, group)
@@ -273,6 +276,8 @@ class Runner:
             if os.listdir(scratch):
                 shutil.rmtree(scratch, ignore_errors=True)  # next run recreates it
         rec = record(ex, started, measurement, parse, self.backend, workload)
+        if irq_rows:
+            rec = _with_interrupts(rec, irq_before, read_interrupts(irq_rows), irq_rows)
         return _with_service(rec, ctx, cpu_before, workload)
 
     def _values(self, variant: Variant, workload: Workload, planned: PlannedRun) -> dict[str, str]:
@@ -335,6 +340,20 @@ def _with_service(rec: RunRecord, ctx: SideContext, before, workload: Workload) 
     meta = {**rec.meta, **{m: (SERVICE[m][0], SERVICE[m][1], False) for m in got}}
     sources = {**rec.sources, **{m: "service" for m in got}}
     return replace(rec, metrics=metrics, meta=meta, sources=sources)
+
+
+def _with_interrupts(rec: RunRecord, before, after, rows) -> RunRecord:
+    """The machine's interrupt counts over the run (``perfab.machine.interrupts``)."""
+    from dataclasses import replace
+
+    from perfab.machine.interrupts import COSTS, interrupt_deltas
+
+    if rec.status != "ok":
+        return rec
+    got, excluded = interrupt_deltas(before, after, rows)
+    meta = {f"interrupts.{r}": ("count", False if r in COSTS else None, False) for r in rows}
+    return replace(rec, metrics={**rec.metrics, **got}, excluded={**rec.excluded, **excluded},
+                   meta={**rec.meta, **meta}, sources={**rec.sources, **{m: "machine" for m in meta}})
 
 
 def _recorder(exp: Experiment):

@@ -98,6 +98,7 @@ class Measure:
     profile_event: str | None  # event to sample; None: cycles with a PMU, cpu-clock without
     profile_freq: int  # samples per second
     branch_sim: bool = False  # cachegrind: simulate branch predictors
+    interrupts: tuple[str, ...] = ()  # /proc/interrupts rows counted over each run (machine-wide)
 
 
 @dataclass(frozen=True)

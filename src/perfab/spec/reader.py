@@ -388,4 +388,12 @@ class _Reader:
                        self.get(t, w, "l1i", str), self.get(t, w, "l1d", str), self.get(t, w, "ll", str),
                        self.get(t, w, "callgrind_toggle", str), self.get(t, w, "profile", bool, False),
                        self.get(t, w, "profile_event", str), self.number(t, w, "profile_freq", 999, int, 1, 100_000),
-                       self.get(t, w, "branch_sim", bool, False))
+                       self.get(t, w, "branch_sim", bool, False), self.interrupt_rows(t, w))
+
+    def interrupt_rows(self, t: dict, w: str) -> tuple[str, ...]:
+        rows = self.strings(t, w, "interrupts")
+        for row in rows:
+            if not re.fullmatch(r"[A-Za-z0-9_-]+", row):
+                raise self.fail(f"{w}.interrupts", f"{row!r} is not a /proc/interrupts row name",
+                                'use the name before the colon, e.g. "TLB", "CAL", "RES" or an IRQ number')
+        return rows

@@ -120,6 +120,8 @@ TABLES: dict[str, tuple[Key, ...]] = {
         _k("ll", "string", "the host's", "cachegrind last-level geometry."),
         _k("branch_sim", "boolean", "false", "cachegrind: simulate branch predictors (--branch-sim=yes)."),
         _k("callgrind_toggle", "string", "none", "Count only inside this function (callgrind --toggle-collect)."),
+        _k("interrupts", "array of strings", "[]",
+           'Rows of /proc/interrupts counted over each run, machine-wide (e.g. ["TLB", "CAL"]): interrupts.TLB.'),
         _k("profile", "boolean", "false", "Also sample every run with perf record; per-symbol self-time diff."),
         _k("profile_event", "string", "cycles, or cpu-clock without a PMU", "Event perf record samples."),
         _k("profile_freq", "integer", "999", "Samples per second."),
