@@ -49,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="analyse stored runs and print the comparison")
     rep.add_argument("experiment", nargs="?", help="experiment name (default: the newest)")
-    _db(rep)
+    rep.add_argument("--db", action="append", default=None,
+                     help=f"results database (default {DEFAULT_DB}); give it twice or more to put several side by side")
     _report_opts(rep)
     rep.add_argument("--fail-on-regression", action="store_true",
                      help="exit 1 when a primary metric regressed beyond noise (**)")
@@ -159,11 +160,20 @@ def cmd_report(args, stdout, stderr) -> int:
     from perfab.report import regressions, render
     from perfab.store import Store
 
-    with Store(args.db, readonly=True) as store:
-        analysis = analyse(store, args.experiment, args.alpha, args.confidence, args.method, args.show_all)
-    stdout.write(render(analysis, args.format))
+    databases = args.db or [DEFAULT_DB]
+    named = []
+    for db in databases:
+        with Store(db, readonly=True) as store:
+            named.append((db, analyse(store, args.experiment, args.alpha, args.confidence, args.method,
+                                      args.show_all)))
+    if len(named) == 1:
+        stdout.write(render(named[0][1], args.format))
+    else:
+        from perfab.report.across import render_across
+
+        stdout.write(render_across(named, args.format, render))
     if args.fail_on_regression:
-        bad = regressions(analysis)
+        bad = [f"{db}: {b}" if len(named) > 1 else b for db, analysis in named for b in regressions(analysis)]
         if bad:
             print(f"perfab: regression beyond noise in primary metric(s): {'; '.join(bad)}", file=stderr)
             return 1
