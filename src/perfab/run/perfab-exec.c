@@ -25,20 +25,26 @@
  *
  * The child: setsid, chdir, sched_setaffinity, stdout/stderr from the
  * request (stdin stays /dev/null), execvpe with PATH taken from the
- * request's environment.  When the workload ends, whatever is left in its
- * process group is killed before it is reaped.  At EOF on the socket (perfab
- * closed it or died) the server exits, killing the process group of the
- * run in flight, if any, and nothing else.
+ * request's environment.  The server is a child subreaper
+ * (PR_SET_CHILD_SUBREAPER): whatever the workload leaves behind, even in
+ * another session, becomes the server's child when its parent dies.  When
+ * the workload ends, its process group is killed, the workload is reaped,
+ * then every process left below the server is killed and reaped before
+ * DONE is sent.  At EOF on the socket (perfab closed it or died) the server
+ * kills the run in flight and all it started, and exits.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -70,6 +76,119 @@ static long long now_ns(void)
 	return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
+static pid_t reap(pid_t pid, int flags)
+{
+	pid_t got;
+
+	while ((got = waitpid(pid, NULL, flags)) < 0 && errno == EINTR)
+		;
+	return got;
+}
+
+/* The parent of process `pid`, from /proc/PID/stat; -1 if it is gone. */
+static pid_t parent_of(const char *pid)
+{
+	char path[64], buf[512], *p;
+	int fd, pp = -1;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	p = strrchr(buf, ')');	/* the command name may hold anything */
+	if (!p || sscanf(p + 1, " %*c %d", &pp) != 1)
+		return -1;
+	return pp;
+}
+
+/*
+ * Every process below this one: pids into *below and their parents into
+ * *parent (malloc'ed), from one pass over /proc.  The count; -1 without /proc.
+ */
+static int descendants(pid_t **below, pid_t **parent)
+{
+	pid_t *pid = NULL, *ppid = NULL, *tmp, self = getpid();
+	size_t n = 0, cap = 0, i, j, found = 0;
+	struct dirent *e;
+	DIR *d = opendir("/proc");
+	int grew = 1;
+
+	*below = *parent = NULL;
+	if (!d)
+		return -1;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 256;
+			if (!(tmp = realloc(pid, cap * sizeof(*pid))))
+				break;
+			pid = tmp;
+			if (!(tmp = realloc(ppid, cap * sizeof(*ppid))))
+				break;
+			ppid = tmp;
+		}
+		pid[n] = (pid_t)atoi(e->d_name);
+		ppid[n] = parent_of(e->d_name);
+		if (ppid[n] > 0)
+			n++;
+	}
+	closedir(d);
+	/* Move the descendants to the front, parents first, until a pass finds no more. */
+	while (grew) {
+		grew = 0;
+		for (i = found; i < n; i++) {
+			int below_us = ppid[i] == self;
+
+			for (j = 0; j < found && !below_us; j++)
+				below_us = ppid[i] == pid[j];
+			if (below_us) {
+				pid_t a = pid[i], b = ppid[i];
+
+				pid[i] = pid[found], ppid[i] = ppid[found];
+				pid[found] = a, ppid[found] = b;
+				found++;
+				grew = 1;
+			}
+		}
+	}
+	*below = pid;
+	*parent = ppid;
+	return (int)found;
+}
+
+/*
+ * Kill every process below this one and reap them, until none is left.  A
+ * killed process's children become ours (we are a subreaper): the next pass
+ * finds them.  With no child at all it costs one system call.
+ */
+static void kill_tree(void)
+{
+	pid_t *below, *parent, self = getpid();
+	int i, n;
+
+	if (reap(-1, WNOHANG) < 0 && errno == ECHILD)
+		return;
+	do {
+		n = descendants(&below, &parent);
+		for (i = 0; i < n; i++)
+			kill(below[i], SIGKILL);
+		for (i = 0; i < n; i++)
+			if (parent[i] == self)
+				reap(below[i], 0);
+		free(below);
+		free(parent);
+		while (reap(-1, WNOHANG) > 0)	/* zombies that were reparented meanwhile */
+			;
+	} while (n > 0);
+}
+
 static void reply(pid_t running, int64_t kind, int64_t value, int64_t detail, long long wall_ns,
 		  const struct rusage *ru)
 {
@@ -84,10 +203,9 @@ static void reply(pid_t running, int64_t kind, int64_t value, int64_t detail, lo
 	}
 	if (send(control, r, sizeof(r), MSG_NOSIGNAL) == (ssize_t)sizeof(r))
 		return;
-	if (running > 0) {	/* perfab is gone: so is its run */
+	if (running > 0)	/* perfab is gone: so is its run */
 		killpg(running, SIGKILL);
-		waitpid(running, NULL, 0);
-	}
+	kill_tree();
 	_exit(0);
 }
 
@@ -225,7 +343,7 @@ static void await_exit(pid_t pid)
 			break;
 		if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
 			killpg(pid, SIGKILL);
-			waitpid(pid, NULL, 0);
+			kill_tree();
 			_exit(0);
 		}
 	}
@@ -277,6 +395,7 @@ static void run(struct run *r)
 	while (wait4(pid, &status, 0, &ru) < 0)
 		if (errno != EINTR)
 			_exit(125);
+	kill_tree();		/* and those that left the process group */
 	reply(0, DONE, status, 0, wall, &ru);
 }
 
@@ -304,6 +423,7 @@ static void setup(void)
 	for (sig = 1; sig < NSIG; sig++)
 		if (signal(sig, SIG_DFL) == SIG_ERR && sig != SIGKILL && sig != SIGSTOP)
 			syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(dfl.mask));
+	prctl(PR_SET_CHILD_SUBREAPER, 1);	/* what a workload leaves behind stays ours to kill */
 	fcntl(control, F_SETFD, FD_CLOEXEC);	/* workloads never see it */
 	while ((fd = open("/dev/null", O_RDWR)) >= 0 && fd <= 2)
 		;	/* 0, 1 and 2 open: received descriptors never land on them */

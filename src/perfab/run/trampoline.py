@@ -101,7 +101,7 @@ class ForkServer:
     Per run: ``start`` sends the request and returns the workload's pid (it
     leads its own process group), ``finish`` sleeps until the wait status
     and the rusage arrive.  ``close`` ends the server: at EOF on its socket
-    it exits, killing only the process group of a run in flight.
+    it exits, killing the run in flight and everything it started.
     """
 
     def __init__(self, path: str):
