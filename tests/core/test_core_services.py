@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -11,6 +12,7 @@ from perfab.errors import PerfabError
 from perfab.run.backends import TimeBackend
 from perfab.run.executor import RealExecutor
 from perfab.run.runner import Runner
+from perfab.run.services import run_shell
 from perfab.spec import parse_spec
 from perfab.store import Store
 
@@ -80,3 +82,16 @@ def test_service_that_never_listens_is_reported(tmp_path, db):
         _run(text, db)
     assert f"did not accept connections on 127.0.0.1:{other}" in str(info.value)
     assert port_refuses(port)
+
+
+@pytest.mark.parametrize("command, env, why", [
+    ("echo a\0b", {}, "the command contains a NUL byte"),
+    ("true", {"A=B": "1"}, "environment variable name 'A=B' is empty or contains '='"),
+    ("true", {"": "1"}, "environment variable name '' is empty or contains '='"),
+    ("true", {"X": "a\0b"}, "environment variable 'X' contains a NUL byte"),
+])
+def test_setup_with_strings_exec_cannot_take_is_a_one_line_error(command, env, why):
+    """Regression: these raised ValueError tracebacks out of subprocess (or, for an empty name, ran)."""
+    with pytest.raises(PerfabError) as info:
+        run_shell(command, dict(os.environ, **env), None, "workload setup")
+    assert str(info.value) == f"workload setup {command!r} cannot run: {why}; fix it"

@@ -17,6 +17,9 @@ a writer that escaped cannot hold a run open or delay the next one.
 Without a C compiler the command is spawned directly with posix_spawn and
 reaped with ``os.wait4``; only its process group can be killed then.
 
+A string exec cannot take (a NUL byte, a bad environment name) gives an
+``Execution`` whose ``error`` names it.
+
 ``FakeExecutor`` answers without running anything, so the scheduler, the
 store and the report can be tested deterministically: ``sleep 1.5`` takes
 exactly 1.5 s, as in hyperfine's mock executor.
@@ -36,7 +39,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from perfab.run.trampoline import CannotStart, ForkServer, Report, ServerGone, helper_path
+from perfab.run.trampoline import CannotStart, ForkServer, Report, ServerGone, helper_path, unusable_string
 
 
 @dataclass(frozen=True)
@@ -238,8 +241,9 @@ class RealExecutor:
             os.close(err_r)
             if isinstance(e, (CannotStart, ServerGone)):
                 return _not_started(argv, _why(e, cwd))
-            if not isinstance(e, ValueError):  # a string exec cannot take: refused before sending
-                self._drop_server()  # mid-request (^C): out of step; at EOF the server kills what it started
+            if isinstance(e, ValueError):  # a string exec cannot take: refused before sending
+                return _not_started(argv, str(e))
+            self._drop_server()  # mid-request (^C): out of step; at EOF the server kills what it started
             raise
         finally:
             os.close(out_w)
@@ -324,6 +328,8 @@ class RealExecutor:
             os.close(err_r)
             if isinstance(e, OSError):
                 return _not_started(argv, e.strerror or str(e))
+            if isinstance(e, ValueError):
+                return _not_started(argv, unusable_string(argv, env, cwd) or str(e))
             raise
         finally:
             os.close(out_w)
@@ -340,8 +346,8 @@ class RealExecutor:
 
 
 def _not_started(argv: list[str], why: str) -> Execution:
-    return Execution(None, 0.0, 0.0, 0.0, 0, 0, 0, False, b"", b"", 0, 0,
-                     error=f"cannot execute {argv[0]!r}: {why}")
+    what = repr(argv[0]) if argv else "an empty command"
+    return Execution(None, 0.0, 0.0, 0.0, 0, 0, 0, False, b"", b"", 0, 0, error=f"cannot execute {what}: {why}")
 
 
 def _why(e: CannotStart | ServerGone, cwd: str | None) -> str:

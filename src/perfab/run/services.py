@@ -17,10 +17,14 @@ import time
 from pathlib import Path
 
 from perfab.errors import PerfabError
+from perfab.run.trampoline import unusable_string
 
 
 def run_shell(command: str, env: dict[str, str], cwd: str | None, what: str, timeout_s: float = 600) -> None:
     """Run one setup/teardown command; raise with its output when it fails."""
+    why = "the command contains a NUL byte" if "\0" in command else unusable_string([], env, cwd)
+    if why:
+        raise PerfabError(f"{what} {command!r} cannot run: {why}; fix it")
     try:
         done = subprocess.run(["/bin/sh", "-c", command], env=env, cwd=cwd, capture_output=True,
                               timeout=timeout_s, stdin=subprocess.DEVNULL)

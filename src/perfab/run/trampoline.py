@@ -74,6 +74,19 @@ def helper_path() -> str | None:
     return str(target)
 
 
+def unusable_string(argv: list[str], env: dict[str, str], cwd: str | None = None) -> str | None:
+    """Why exec cannot take these strings, naming the one at fault; None when it can."""
+    for i, arg in enumerate(argv):
+        if "\0" in arg:
+            return f"argv[{i}] {arg!r} contains a NUL byte"
+    for key, value in env.items():
+        if not key or "=" in key:
+            return f"environment variable name {key!r} is empty or contains '='"
+        if "\0" in key or "\0" in value:
+            return f"environment variable {key!r} contains a NUL byte"
+    if cwd and "\0" in cwd:
+        return f"working directory {cwd!r} contains a NUL byte"
+    return None
 
 
 # Reply kinds and the stages a start can fail at (perfab-exec.c).
@@ -176,34 +189,32 @@ class ForkServer:
 
 
 def encode_request(argv: list[str], env: dict[str, str] | bytes, cwd: str, cpus: set[int] | None) -> bytes:
-    """One request in perfab-exec's format; ValueError where exec would be given a bad string.
+    """One request in perfab-exec's format; ValueError naming a string exec could not take.
 
     ``env`` may be given already encoded by ``encode_env``.
     """
     if not argv:
         raise ValueError("argv must not be empty")
     env_blob = env if isinstance(env, bytes) else encode_env(env)
-    blob = _nul_terminated([os.fsencode(cwd), *map(os.fsencode, argv)])
+    blob = b"".join(s + b"\0" for s in [os.fsencode(cwd), *map(os.fsencode, argv)])
+    if blob.count(b"\0") != len(argv) + 1:
+        raise ValueError(unusable_string(argv, {}, cwd) or "embedded null byte")
     mask = cpu_mask(cpus)
     size = _HEAD.size - 4 + len(mask) + len(blob) + len(env_blob)
     return _HEAD.pack(size, len(argv), env_blob.count(b"\0"), len(mask)) + mask + blob + env_blob
 
 
 def encode_env(env: dict[str, str]) -> bytes:
-    """``KEY=value\\0`` for each variable, as exec takes them."""
+    """``KEY=value\\0`` for each variable, as exec takes them; ValueError naming a bad one."""
     strings = []
     for key, value in env.items():
         k = os.fsencode(key)
         if not k or b"=" in k:
-            raise ValueError(f"illegal environment variable name {key!r}")
+            raise ValueError(unusable_string([], {key: value}))
         strings.append(k + b"=" + os.fsencode(value))
-    return _nul_terminated(strings)
-
-
-def _nul_terminated(strings: list[bytes]) -> bytes:
     blob = b"".join(s + b"\0" for s in strings)
     if blob.count(b"\0") != len(strings):
-        raise ValueError("embedded null byte")
+        raise ValueError(unusable_string([], env) or "embedded null byte")
     return blob
 
 
