@@ -36,7 +36,7 @@ import signal
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 
 from perfab.run.trampoline import CannotStart, ForkServer, Report, ServerGone, helper_path, unusable_string
@@ -429,7 +429,12 @@ def sleep_behaviour(argv: list[str], env: dict[str, str]) -> FakeOutcome:
 
 @dataclass
 class FakeExecutor:
-    """Answers from ``behaviour`` without running anything; records every call."""
+    """Answers from ``behaviour`` without running anything; records every call.
+
+    An outcome longer than the timeout comes back as the real executor's
+    would: killed by SIGKILL at the timeout, ``timed_out`` and ``wall_s``
+    equal to the timeout.
+    """
 
     behaviour: Callable[[list[str], dict[str, str]], FakeOutcome] = sleep_behaviour
     calls: list[tuple[list[str], dict[str, str], str | None]] = field(default_factory=list)
@@ -442,7 +447,9 @@ class FakeExecutor:
         o = self.behaviour(list(argv), dict(env))
         if o.error:
             return Execution(None, 0.0, 0.0, 0.0, 0, 0, 0, False, b"", b"", 0, 0, error=o.error)
-        status = o.signal if o.signal is not None else (o.exit_code << 8)
         user = o.wall_s if o.user_s is None else o.user_s
+        if o.wall_s > timeout_s:
+            o, user = replace(o, wall_s=timeout_s, timed_out=True, signal=signal.SIGKILL), min(user, timeout_s)
+        status = o.signal if o.signal is not None else (o.exit_code << 8)
         return Execution(status, o.wall_s, user, 0.0, 1024, 0, 0, o.timed_out, o.stdout[:cap_bytes],
                          o.stderr[:cap_bytes], len(o.stdout), len(o.stderr), stderr_tail=o.stderr[-TAIL_BYTES:])
