@@ -1,16 +1,19 @@
 /*
- * perfab-exec: a small fork server that runs perfab's workloads and reports
- * each one's own rusage.
+ * perfab-exec: a small helper that runs perfab's workloads so that each
+ * one's rusage is its own and nothing it starts outlives it.
  *
  * Linux folds the memory high-water mark of the process that calls exec
  * into the new program's maxrss, so a workload spawned straight from perfab
- * (a large Python process) would report perfab's peak RSS.  This server is
- * small: perfab starts it once, and for every run it vforks a child that
- * execs the workload, so the workload's maxrss is its own.  Starting once
- * saves an exec per run.
+ * (a large Python process) would report perfab's peak RSS.  This helper is
+ * small, and it is the parent of what perfab runs.  Two modes:
  *
- * Usage: perfab-exec FD, FD being the control socket (AF_UNIX,
- * SOCK_STREAM).  One request at a time, native byte order:
+ *   perfab-exec FD                          the fork server (below)
+ *   perfab-exec --rusage-out PATH -- ARGV   run ARGV once, write its rusage
+ *
+ * The fork server: perfab starts it once, and for every run it vforks a
+ * child that execs the workload, so the workload's maxrss is its own and a
+ * run costs one exec.  FD is the control socket (AF_UNIX, SOCK_STREAM).
+ * One request at a time, native byte order:
  *
  *   request  u32 length, then length bytes: u32 argc, u32 envc,
  *            u32 mask_bytes, the CPU mask (empty: no pinning), then
@@ -32,6 +35,13 @@
  * then every process left below the server is killed and reaped before
  * DONE is sent.  At EOF on the socket (perfab closed it or died) the server
  * kills the run in flight and all it started, and exits.
+ *
+ * --rusage-out: fork and exec ARGV, wait for it, write one line to PATH
+ * ("wall_ns utime_us stime_us maxrss_kb nvcsw nivcsw status", the raw wait
+ * status last) and exit as ARGV did: the same exit status, or the same
+ * terminating signal raised on itself (without a core dump).  Put between
+ * a wrapper (perf stat, a variant's wrap) and the workload, it reports the
+ * workload's rusage rather than the wrapper's.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -431,6 +441,99 @@ static void setup(void)
 		close(fd);
 }
 
+/*
+ * vfork and exec argv (searching PATH) with signal mask `mask` and SIGCHLD
+ * ignored if `ignore_chld`; the pid, or -1 with exec's errno.
+ */
+static pid_t spawn(char **argv, const sigset_t *mask, int ignore_chld)
+{
+	int p[2], e;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	pid = vfork();
+	if (pid == 0) {
+		int why;
+
+		sigprocmask(SIG_SETMASK, mask, NULL);
+		if (ignore_chld)
+			signal(SIGCHLD, SIG_IGN);
+		execvp(argv[0], argv);
+		why = errno;
+		if (write(p[1], &why, sizeof(why)) < 0)
+			_exit(127);
+		_exit(127);
+	}
+	e = errno;
+	close(p[1]);
+	if (pid > 0 && read(p[0], &e, sizeof(e)) == (ssize_t)sizeof(e)) {
+		waitpid(pid, NULL, 0);
+		pid = -1;
+	}
+	close(p[0]);
+	errno = e;
+	return pid;
+}
+
+/* Exit as a process with wait status `status` did: its exit code, or its signal (no core dump). */
+static void exit_like(int status)
+{
+	if (WIFSIGNALED(status)) {
+		int sig = WTERMSIG(status);
+		struct rlimit none = { 0, 0 };
+		sigset_t only;
+
+		prctl(PR_SET_DUMPABLE, 0);	/* a core of this helper would say nothing */
+		setrlimit(RLIMIT_CORE, &none);
+		signal(sig, SIG_DFL);
+		sigemptyset(&only);
+		sigaddset(&only, sig);
+		sigprocmask(SIG_UNBLOCK, &only, NULL);
+		kill(getpid(), sig);
+	}
+	_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 125);
+}
+
+static int cannot_execute(const char *program)
+{
+	fprintf(stderr, "perfab-exec: cannot execute '%s': %s\n", program, strerror(errno));
+	return 127;
+}
+
+/* --rusage-out PATH -- ARGV: run ARGV, write its rusage to PATH, exit as it did. */
+static int rusage_out(const char *path, char **argv)
+{
+	struct sigaction old;
+	struct rusage ru;
+	sigset_t mask;
+	long long start, wall;
+	int status, fd;
+	pid_t pid;
+
+	sigaction(SIGCHLD, NULL, &old);	/* inherited ignored, it would leave nothing to wait for */
+	signal(SIGCHLD, SIG_DFL);
+	sigprocmask(SIG_SETMASK, NULL, &mask);
+	start = now_ns();
+	pid = spawn(argv, &mask, old.sa_handler == SIG_IGN);
+	if (pid < 0)
+		return cannot_execute(argv[0]);
+	while (wait4(pid, &status, 0, &ru) < 0)
+		if (errno != EINTR)
+			return 125;
+	wall = now_ns() - start;
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || dprintf(fd, "%lld %lld %lld %ld %ld %ld %d\n", wall,
+			      (long long)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec,
+			      (long long)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec,
+			      ru.ru_maxrss, ru.ru_nvcsw, ru.ru_nivcsw, status) < 0)
+		fprintf(stderr, "perfab-exec: cannot write %s: %s\n", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	exit_like(status);
+	return 125;
+}
+
 int main(int argc, char **argv)
 {
 	struct run r;
@@ -438,8 +541,12 @@ int main(int argc, char **argv)
 	int fds[2];
 	char *body;
 
-	if (argc != 2)
+	if (argc >= 5 && strcmp(argv[1], "--rusage-out") == 0 && strcmp(argv[3], "--") == 0)
+		return rusage_out(argv[2], argv + 4);
+	if (argc != 2) {
+		fprintf(stderr, "usage: perfab-exec FD | --rusage-out PATH -- ARGV...\n");
 		return 2;
+	}
 	control = atoi(argv[1]);
 	setup();
 	while (read_header(&len, fds)) {

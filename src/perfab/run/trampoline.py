@@ -1,17 +1,25 @@
-"""The fork server (``perfab-exec.c``) that keeps a workload's rusage its own.
+"""The helper (``perfab-exec.c``) that keeps a workload's rusage its own.
 
 Linux folds the RSS high-water mark of the process that calls exec into the
 new program's maxrss (fs/exec.c, ``setmax_mm_hiwater_rss``), so a workload
 spawned straight from perfab would report perfab's own peak RSS.  The helper
-is a few hundred lines of C, started once per executor (``ForkServer``): for
-each run it vforks a child that execs the workload, and it answers on a
-socket with the child's pid, then its wait status, rusage and wall time
-(fork to exit).  perfab sleeps in a blocking ``recv`` meanwhile.  One exec per run
-instead of two keeps the harness's cost per run under a millisecond.
+is a few hundred lines of C with two modes:
+
+- the fork server (``ForkServer``), started once per executor: for each run
+  it vforks a child that execs the workload, and it answers on a socket
+  with the child's pid, then its wait status, rusage and wall time (fork to
+  exit).  perfab sleeps in a blocking ``recv`` meanwhile.  One exec per run
+  instead of two keeps the harness's cost per run under a millisecond.  The
+  server is a child subreaper: after each run it kills and reaps whatever
+  the workload left behind, even processes that left its session.
+- ``--rusage-out`` (``rusage_shim``, ``read_rusage``): run one command and
+  write its rusage to a file.  Put innermost, under ``perf stat`` or a
+  variant's ``wrap``, it reports the workload's rusage, not the wrapper's.
 
 It is compiled on first use with the system C compiler into perfab's cache
 directory, keyed by the source's hash; without a compiler perfab spawns the
 workload directly and leaves max RSS out where it cannot be the workload's.
+``unusable_string`` says why exec cannot take a command's strings.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ class Report:
     max_rss_kb: int | None  # the workload's own peak RSS, KiB; None when it cannot be told from perfab's
     nvcsw: int  # voluntary context switches
     nivcsw: int  # involuntary context switches
+    status: int | None = None  # the raw wait status (``read_rusage``); None where reported apart
 
 
 def cache_dir() -> Path:
@@ -72,6 +81,30 @@ def helper_path() -> str | None:
             Path(tmp).unlink(missing_ok=True)
         return None
     return str(target)
+
+
+def rusage_shim(argv: list[str], out_path: str | os.PathLike) -> list[str] | None:
+    """``argv`` run through ``perfab-exec --rusage-out``; None when the helper cannot be built.
+
+    The helper runs ``argv``, writes its rusage to ``out_path`` (``read_rusage``
+    reads it) and exits with ``argv``'s exit status, or dies of its signal.
+    """
+    helper = helper_path()
+    if helper is None:
+        return None
+    return [helper, "--rusage-out", os.fspath(out_path), "--", *argv]
+
+
+def read_rusage(out_path: str | os.PathLike) -> Report | None:
+    """What ``rusage_shim`` wrote; None when it wrote nothing (killed, or the command could not start)."""
+    try:
+        fields = [int(f) for f in Path(out_path).read_text().split()]
+    except (OSError, ValueError):
+        return None
+    if len(fields) != 7:
+        return None
+    wall_ns, utime_us, stime_us, rss_kb, nv, niv, status = fields
+    return Report(wall_ns / 1e9, utime_us / 1e6, stime_us / 1e6, rss_kb, nv, niv, status)
 
 
 def unusable_string(argv: list[str], env: dict[str, str], cwd: str | None = None) -> str | None:
