@@ -95,8 +95,35 @@ static pid_t reap(pid_t pid, int flags)
 	return got;
 }
 
-/* The parent of process `pid`, from /proc/PID/stat; -1 if it is gone. */
-static pid_t parent_of(const char *pid)
+static int grow(pid_t **pid, pid_t **ppid, char **state, size_t *cap)
+{
+	size_t more = *cap ? 2 * *cap : 256;
+	void *p;
+
+	if (!(p = realloc(*pid, more * sizeof(**pid))))
+		return -1;
+	*pid = p;
+	if (!(p = realloc(*ppid, more * sizeof(**ppid))))
+		return -1;
+	*ppid = p;
+	if (!(p = realloc(*state, more)))
+		return -1;
+	*state = p;
+	*cap = more;
+	return 0;
+}
+
+static void swap(pid_t *pid, pid_t *ppid, char *state, size_t a, size_t b)
+{
+	pid_t p = pid[a], pp = ppid[a];
+	char s = state[a];
+
+	pid[a] = pid[b], ppid[a] = ppid[b], state[a] = state[b];
+	pid[b] = p, ppid[b] = pp, state[b] = s;
+}
+
+/* The parent of process `pid` and its state letter, from /proc/PID/stat; -1 if it is gone. */
+static pid_t parent_of(const char *pid, char *state)
 {
 	char path[64], buf[512], *p;
 	int fd, pp = -1;
@@ -112,19 +139,21 @@ static pid_t parent_of(const char *pid)
 		return -1;
 	buf[n] = 0;
 	p = strrchr(buf, ')');	/* the command name may hold anything */
-	if (!p || sscanf(p + 1, " %*c %d", &pp) != 1)
+	if (!p || sscanf(p + 1, " %c %d", state, &pp) != 2)
 		return -1;
 	return pp;
 }
 
 /*
- * Every process below this one: pids into *below and their parents into
- * *parent (malloc'ed), from one pass over /proc.  The count; -1 without /proc.
+ * Every live process below this one (zombies left out): pids into *below
+ * and their parents into *parent (malloc'ed), from one pass over /proc.
+ * The count; -1 without /proc.
  */
 static int descendants(pid_t **below, pid_t **parent)
 {
-	pid_t *pid = NULL, *ppid = NULL, *tmp, self = getpid();
-	size_t n = 0, cap = 0, i, j, found = 0;
+	pid_t *pid = NULL, *ppid = NULL, self = getpid();
+	char *state = NULL;
+	size_t n = 0, cap = 0, i, j, found = 0, live = 0;
 	struct dirent *e;
 	DIR *d = opendir("/proc");
 	int grew = 1;
@@ -135,17 +164,10 @@ static int descendants(pid_t **below, pid_t **parent)
 	while ((e = readdir(d)) != NULL) {
 		if (e->d_name[0] < '1' || e->d_name[0] > '9')
 			continue;
-		if (n == cap) {
-			cap = cap ? 2 * cap : 256;
-			if (!(tmp = realloc(pid, cap * sizeof(*pid))))
-				break;
-			pid = tmp;
-			if (!(tmp = realloc(ppid, cap * sizeof(*ppid))))
-				break;
-			ppid = tmp;
-		}
+		if (n == cap && grow(&pid, &ppid, &state, &cap) < 0)
+			break;
 		pid[n] = (pid_t)atoi(e->d_name);
-		ppid[n] = parent_of(e->d_name);
+		ppid[n] = parent_of(e->d_name, &state[n]);
 		if (ppid[n] > 0)
 			n++;
 	}
@@ -159,44 +181,48 @@ static int descendants(pid_t **below, pid_t **parent)
 			for (j = 0; j < found && !below_us; j++)
 				below_us = ppid[i] == pid[j];
 			if (below_us) {
-				pid_t a = pid[i], b = ppid[i];
-
-				pid[i] = pid[found], ppid[i] = ppid[found];
-				pid[found] = a, ppid[found] = b;
-				found++;
+				swap(pid, ppid, state, i, found++);
 				grew = 1;
 			}
 		}
 	}
+	for (i = 0; i < found; i++)
+		if (state[i] != 'Z')
+			swap(pid, ppid, state, i, live++);
+	free(state);
 	*below = pid;
 	*parent = ppid;
-	return (int)found;
+	return (int)live;
 }
 
 /*
  * Kill every process below this one and reap them, until none is left.  A
  * killed process's children become ours (we are a subreaper): the next pass
- * finds them.  With no child at all it costs one system call.
+ * finds them.  One we may not signal (a setuid program) is left alone.
+ * With no child at all it costs one system call.
  */
 static void kill_tree(void)
 {
 	pid_t *below, *parent, self = getpid();
-	int i, n;
+	int i, n, killed;
 
 	if (reap(-1, WNOHANG) < 0 && errno == ECHILD)
 		return;
 	do {
 		n = descendants(&below, &parent);
+		for (i = killed = 0; i < n; i++)
+			if (kill(below[i], SIGKILL) == 0)
+				killed++;
+			else
+				below[i] = 0;
 		for (i = 0; i < n; i++)
-			kill(below[i], SIGKILL);
-		for (i = 0; i < n; i++)
-			if (parent[i] == self)
+			if (below[i] && parent[i] == self)
 				reap(below[i], 0);
 		free(below);
 		free(parent);
-		while (reap(-1, WNOHANG) > 0)	/* zombies that were reparented meanwhile */
+		while (reap(-1, WNOHANG) > 0)	/* zombies, ours now or already */
 			;
-	} while (n > 0);
+	} while (killed > 0);
 }
 
 static void reply(pid_t running, int64_t kind, int64_t value, int64_t detail, long long wall_ns,
