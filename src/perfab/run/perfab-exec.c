@@ -1,14 +1,15 @@
 /*
- * perfab-exec: a small helper that runs perfab's workloads so that each
- * one's rusage is its own and nothing it starts outlives it.
+ * perfab-exec: a small helper that runs perfab's workloads and services so
+ * that each one's rusage is its own and nothing it starts outlives it.
  *
  * Linux folds the memory high-water mark of the process that calls exec
  * into the new program's maxrss, so a workload spawned straight from perfab
  * (a large Python process) would report perfab's peak RSS.  This helper is
- * small, and it is the parent of what perfab runs.  Two modes:
+ * small, and it is the parent of what perfab runs.  Three modes:
  *
  *   perfab-exec FD                          the fork server (below)
  *   perfab-exec --rusage-out PATH -- ARGV   run ARGV once, write its rusage
+ *   perfab-exec --contain -- ARGV           hold ARGV and all it forks
  *
  * The fork server: perfab starts it once, and for every run it vforks a
  * child that execs the workload, so the workload's maxrss is its own and a
@@ -42,6 +43,11 @@
  * terminating signal raised on itself (without a core dump).  Put between
  * a wrapper (perf stat, a variant's wrap) and the workload, it reports the
  * workload's rusage rather than the wrapper's.
+ *
+ * --contain: a child subreaper that execs ARGV in a child and reaps all it
+ * forks.  SIGTERM, SIGINT and SIGHUP are passed to every process below it;
+ * SIGUSR1 kills them all.  When ARGV's process ends, everything left below
+ * is killed and perfab-exec exits as ARGV did.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -86,12 +92,19 @@ static long long now_ns(void)
 	return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
+/* The process whose wait status reap() keeps (--contain's ARGV), and that status; -1 until it is reaped. */
+static pid_t watched;
+static int watched_status = -1;
+
 static pid_t reap(pid_t pid, int flags)
 {
+	int status;
 	pid_t got;
 
-	while ((got = waitpid(pid, NULL, flags)) < 0 && errno == EINTR)
+	while ((got = waitpid(pid, &status, flags)) < 0 && errno == EINTR)
 		;
+	if (got > 0 && got == watched)
+		watched_status = status;
 	return got;
 }
 
@@ -193,6 +206,18 @@ static int descendants(pid_t **below, pid_t **parent)
 	*below = pid;
 	*parent = ppid;
 	return (int)live;
+}
+
+/* Send `sig` to every process below this one. */
+static void signal_tree(int sig)
+{
+	pid_t *below, *parent;
+	int i, n = descendants(&below, &parent);
+
+	for (i = 0; i < n; i++)
+		kill(below[i], sig);
+	free(below);
+	free(parent);
 }
 
 /*
@@ -448,17 +473,24 @@ struct kernel_sigaction {
 };
 
 /* Signals at their defaults and none blocked, inherited as such by every workload. */
-static void setup(void)
+static void reset_signals(void)
 {
 	struct kernel_sigaction dfl = { SIG_DFL, 0, NULL, 0 };
 	sigset_t none;
-	int sig, fd;
+	int sig;
 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	for (sig = 1; sig < NSIG; sig++)
 		if (signal(sig, SIG_DFL) == SIG_ERR && sig != SIGKILL && sig != SIGSTOP)
 			syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(dfl.mask));
+}
+
+static void setup(void)
+{
+	int fd;
+
+	reset_signals();
 	prctl(PR_SET_CHILD_SUBREAPER, 1);	/* what a workload leaves behind stays ours to kill */
 	fcntl(control, F_SETFD, FD_CLOEXEC);	/* workloads never see it */
 	while ((fd = open("/dev/null", O_RDWR)) >= 0 && fd <= 2)
@@ -560,6 +592,39 @@ static int rusage_out(const char *path, char **argv)
 	return 125;
 }
 
+/* --contain -- ARGV: run ARGV holding all it forks; see the top of this file. */
+static int contain(char **argv)
+{
+	sigset_t wanted, none;
+	int sig;
+
+	reset_signals();
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	sigemptyset(&none);
+	sigemptyset(&wanted);
+	sigaddset(&wanted, SIGCHLD);
+	sigaddset(&wanted, SIGTERM);
+	sigaddset(&wanted, SIGINT);
+	sigaddset(&wanted, SIGHUP);
+	sigaddset(&wanted, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &wanted, NULL);
+	watched = spawn(argv, &none, 0);
+	if (watched < 0)
+		return cannot_execute(argv[0]);
+	for (;;) {
+		sig = sigwaitinfo(&wanted, NULL);
+		if (sig == SIGCHLD)
+			while (reap(-1, WNOHANG) > 0)
+				;
+		else if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP)
+			signal_tree(sig);
+		if (watched_status >= 0 || sig == SIGUSR1) {
+			kill_tree();
+			exit_like(watched_status >= 0 ? watched_status : SIGKILL);
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct run r;
@@ -569,8 +634,10 @@ int main(int argc, char **argv)
 
 	if (argc >= 5 && strcmp(argv[1], "--rusage-out") == 0 && strcmp(argv[3], "--") == 0)
 		return rusage_out(argv[2], argv + 4);
+	if (argc >= 4 && strcmp(argv[1], "--contain") == 0 && strcmp(argv[2], "--") == 0)
+		return contain(argv + 3);
 	if (argc != 2) {
-		fprintf(stderr, "usage: perfab-exec FD | --rusage-out PATH -- ARGV...\n");
+		fprintf(stderr, "usage: perfab-exec FD | --rusage-out PATH -- ARGV... | --contain -- ARGV...\n");
 		return 2;
 	}
 	control = atoi(argv[1]);

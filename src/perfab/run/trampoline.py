@@ -1,9 +1,9 @@
-"""The helper (``perfab-exec.c``) that keeps a workload's rusage its own.
+"""The helper (``perfab-exec.c``) that keeps a workload's rusage its own and its leftovers contained.
 
 Linux folds the RSS high-water mark of the process that calls exec into the
 new program's maxrss (fs/exec.c, ``setmax_mm_hiwater_rss``), so a workload
 spawned straight from perfab would report perfab's own peak RSS.  The helper
-is a few hundred lines of C with two modes:
+is a few hundred lines of C with three modes:
 
 - the fork server (``ForkServer``), started once per executor: for each run
   it vforks a child that execs the workload, and it answers on a socket
@@ -15,6 +15,7 @@ is a few hundred lines of C with two modes:
 - ``--rusage-out`` (``rusage_shim``, ``read_rusage``): run one command and
   write its rusage to a file.  Put innermost, under ``perf stat`` or a
   variant's ``wrap``, it reports the workload's rusage, not the wrapper's.
+- ``--contain`` (``perfab.run.proctree``): hold a service and all it forks.
 
 It is compiled on first use with the system C compiler into perfab's cache
 directory, keyed by the source's hash; without a compiler perfab spawns the
