@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from core_helpers import runs_table, two_sides
-from perfab.run.executor import RealExecutor
+from core_helpers import fake_runner, runs_table, two_sides
+from perfab.errors import PerfabError
+from perfab.run.executor import FakeExecutor, FakeOutcome, RealExecutor
 from perfab.run.runner import Runner
 from perfab.run.backends import TimeBackend
 from perfab.spec import parse_spec
@@ -145,3 +146,24 @@ def test_second_sigint_kills_a_real_run_in_flight(db):
         elapsed = time.monotonic() - t0
     assert result.status == "interrupted" and elapsed < 3
     assert [r[3:] for r in runs_table(db)] == [("interrupted", "abandoned at SIGINT")]
+
+
+def test_fake_executor_times_out_like_the_real_one():
+    """Regression: a fake run longer than its timeout came back finished, unlike a real one."""
+    real = _run(["sleep", "5"], timeout_s=0.3)
+    fake = FakeExecutor().execute(["sleep", "5"], ENV, None, 0.3, 4096, None)
+    for ex in (real, fake):
+        assert ex.timed_out and ex.signal == signal.SIGKILL and ex.exit_code is None and ex.error is None
+        assert ex.wall_s == pytest.approx(0.3, abs=0.15) and ex.user_s <= ex.wall_s
+    assert fake.wall_s == 0.3
+    within = FakeExecutor().execute(["sleep", "0.2"], ENV, None, 0.3, 4096, None)
+    assert not within.timed_out and within.exit_code == 0 and within.wall_s == 0.2
+
+
+def test_fake_timeouts_reach_the_store_as_timeouts(db):
+    text = two_sides(runs=2, warmup=0, workload='argv = ["sleep", "9"]\ntimeout = 2')
+    runner, ex, store = fake_runner(text, db, lambda argv, env: FakeOutcome(wall_s=9.0, stdout=b"late\n"))
+    with store:
+        with pytest.raises(PerfabError, match="aborted after 4 failed runs"):
+            runner.run()
+    assert {r[3:] for r in runs_table(db)} == {("failed", "timed out after 2 s")}

@@ -124,22 +124,43 @@ def test_cpu_mask_sets_one_bit_per_cpu():
     assert cpu_mask(None) == b"" == cpu_mask(set())
 
 
-@pytest.mark.parametrize("argv, env, message", [
-    (["a\0b"], {}, "embedded null byte"),
-    (["true"], {"A=B": "1"}, "illegal environment variable name"),
-    (["true"], {"": "1"}, "illegal environment variable name"),
-    ([], {}, "argv must not be empty"),
+@pytest.mark.parametrize("argv, env, cwd, message", [
+    (["a\0b"], {}, "/", "argv[0] 'a\\x00b' contains a NUL byte"),
+    (["true"], {"A=B": "1"}, "/", "environment variable name 'A=B' is empty or contains '='"),
+    (["true"], {"": "1"}, "/", "environment variable name '' is empty or contains '='"),
+    (["true"], {"X": "1\0"}, "/", "environment variable 'X' contains a NUL byte"),
+    (["true"], {}, "/t\0", "working directory '/t\\x00' contains a NUL byte"),
+    ([], {}, "/", "argv must not be empty"),
 ])
-def test_strings_exec_cannot_take_are_refused_before_sending(argv, env, message):
-    with pytest.raises(ValueError, match=message):
-        encode_request(argv, env, "/", None)
+def test_strings_exec_cannot_take_are_refused_before_sending(argv, env, cwd, message):
+    with pytest.raises(ValueError) as info:
+        encode_request(argv, env, cwd, None)
+    assert str(info.value) == message
+
+
+BAD_STRINGS = [
+    (["echo", "a\0b"], {}, None, "argv[1] 'a\\x00b' contains a NUL byte"),
+    (["echo"], {"A=B": "1"}, None, "environment variable name 'A=B' is empty or contains '='"),
+    (["echo"], {"": "1"}, None, "environment variable name '' is empty or contains '='"),
+    (["echo"], {"X": "a\0b"}, None, "environment variable 'X' contains a NUL byte"),
+    (["echo"], {}, "/tm\0p", "working directory '/tm\\x00p' contains a NUL byte"),
+]
+
+
+@pytest.mark.parametrize("use_helper", [True, False], ids=["server", "direct"])
+@pytest.mark.parametrize("argv, extra_env, cwd, why", BAD_STRINGS)
+def test_bad_strings_are_an_error_text_naming_them_not_a_traceback(use_helper, argv, extra_env, cwd, why):
+    """Regression: a NUL byte or a bad environment name raised ValueError out of execute."""
+    with RealExecutor(use_helper) as ex:
+        r = ex.execute(argv, dict(ENV, **extra_env), cwd, 10, 4096, None)
+        assert r.status is None and r.error == f"cannot execute 'echo': {why}"
+        assert ex.execute(["echo", "ok"], ENV, None, 10, 4096, None).stdout == b"ok\n"
 
 
 def test_a_refused_string_keeps_the_server(executor):
     run(executor, ["true"])
     server = executor.server_pid
-    with pytest.raises(ValueError, match="embedded null byte"):
-        run(executor, ["echo", "a\0b"])
+    assert "contains a NUL byte" in run(executor, ["echo", "a\0b"]).error
     assert executor.server_pid == server and run(executor, ["echo", "ok"]).stdout == b"ok\n"
 
 

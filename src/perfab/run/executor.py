@@ -7,10 +7,18 @@ the executor's life, so that rusage, max RSS above all, is the workload's
 own and no run pays for an extra exec.  perfab sleeps in a blocking
 ``recv`` until the server reports the child's wait status and rusage (user
 and system time, peak RSS, context switches): nothing polls on the measured
-CPUs.  One long-lived watch thread blocks in select(2) on the stdout and
-stderr pipes, keeps the first ``cap_bytes`` of each verbatim, counts the
-rest, and kills the process group at the timeout.  Without a C compiler the
-command is spawned directly with posix_spawn and reaped with ``os.wait4``.
+CPUs.  The server is a child subreaper and kills whatever the workload left
+behind, even processes that left its session, before it reports.  One
+long-lived watch thread blocks in select(2) on the stdout and stderr pipes,
+keeps the first ``cap_bytes`` of each verbatim, counts the rest, and kills
+the process group at the timeout (the server then kills the rest).  Once
+the workload is reaped the pipes are read for at most ``GRACE_S`` more, so
+a writer that escaped cannot hold a run open or delay the next one.
+Without a C compiler the command is spawned directly with posix_spawn and
+reaped with ``os.wait4``; only its process group can be killed then.
+
+A string exec cannot take (a NUL byte, a bad environment name) gives an
+``Execution`` whose ``error`` names it.
 
 ``FakeExecutor`` answers without running anything, so the scheduler, the
 store and the report can be tested deterministically: ``sleep 1.5`` takes
@@ -28,10 +36,10 @@ import signal
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 
-from perfab.run.trampoline import CannotStart, ForkServer, Report, ServerGone, helper_path
+from perfab.run.trampoline import CannotStart, ForkServer, Report, ServerGone, helper_path, unusable_string
 
 
 @dataclass(frozen=True)
@@ -78,43 +86,72 @@ class Executor(Protocol):
 
 
 TAIL_BYTES = 4096
+GRACE_S = 0.25  # how long the pipes are still read once the workload is reaped
 
 
 class _Watch:
     """One run's output and deadline: drains stdout and stderr, blocked in select(2).
 
     Keeps the first ``cap`` bytes of each stream and counts the rest.  At
-    the deadline it kills the process group; after both pipes close it waits
-    for ``done`` (set once the child is reaped) or the deadline.
+    the deadline it kills the process group.  ``reaped()`` (the child is
+    reaped) wakes it through the watcher's eventfd ``wake``: it reads what
+    is left for at most ``GRACE_S``, then closes the pipes even if a process
+    that escaped still holds their other end.
     """
 
-    def __init__(self, fds: tuple[int, int], cap: int, timeout_s: float, pgid: int):
-        self.fds, self.cap, self.pgid = fds, cap, pgid
+    def __init__(self, fds: tuple[int, int], cap: int, timeout_s: float, pgid: int, wake: int):
+        self.fds, self.cap, self.pgid, self.wake = fds, cap, pgid, wake
         self.deadline = time.monotonic() + timeout_s
+        self.grace_end: float | None = None  # GRACE_S after the reap was seen
         self.kept = {fd: bytearray() for fd in fds}
         self.total = {fd: 0 for fd in fds}
         self.tail = {fd: b"" for fd in fds}
-        self.done = threading.Event()  # set by the runner once the child is reaped
+        self.done = threading.Event()  # set by the executor once the child is reaped
         self.finished = threading.Event()  # set here once the pipes are closed
         self.expired = False
+
+    def reaped(self) -> None:
+        self.done.set()
+        os.eventfd_write(self.wake, 1)
 
     def run(self) -> None:
         try:
             with selectors.DefaultSelector() as sel:
                 for fd in self.fds:
                     sel.register(fd, selectors.EVENT_READ)
-                while sel.get_map() and not self.expired:
-                    ready = sel.select(max(0.0, self.deadline - time.monotonic()))
-                    if not ready and time.monotonic() >= self.deadline:
-                        self._expire()
-                    for key, _ in ready:
-                        self._read(sel, key.fd)
+                sel.register(self.wake, selectors.EVENT_READ)
+                while len(sel.get_map()) > 1 and self._select(sel):
+                    pass
             if not self.expired and not self.done.wait(max(0.0, self.deadline - time.monotonic())):
                 self._expire()
         finally:
             for fd in self.fds:
                 os.close(fd)
             self.finished.set()
+
+    def _select(self, sel: selectors.BaseSelector) -> bool:
+        """Wait for output, the reap or the next limit; False once the grace after the reap is over."""
+        if self.done.is_set():
+            if self.grace_end is None:
+                self.grace_end = time.monotonic() + GRACE_S
+            limit: float | None = self.grace_end
+        else:
+            limit = None if self.expired else self.deadline  # after the kill: until the reap
+        timeout = None if limit is None else limit - time.monotonic()
+        if timeout is not None and timeout <= 0:
+            if self.done.is_set():
+                return False
+            self._expire()
+            return True
+        for key, _ in sel.select(timeout):
+            if key.fd == self.wake:
+                try:
+                    os.eventfd_read(self.wake)
+                except BlockingIOError:
+                    pass
+            else:
+                self._read(sel, key.fd)
+        return True
 
     def _read(self, sel: selectors.BaseSelector, fd: int) -> None:
         chunk = os.read(fd, 1 << 16)
@@ -139,10 +176,14 @@ class _Watcher(threading.Thread):
     def __init__(self) -> None:
         super().__init__(daemon=True, name="perfab-watch")
         self.jobs: queue.SimpleQueue[_Watch | None] = queue.SimpleQueue()
+        self.wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)  # written at each reap
 
     def run(self) -> None:
-        while (job := self.jobs.get()) is not None:  # None: the executor was closed
-            job.run()
+        try:
+            while (job := self.jobs.get()) is not None:  # None: the executor was closed
+                job.run()
+        finally:
+            os.close(self.wake)
 
 
 class RealExecutor:
@@ -164,8 +205,11 @@ class RealExecutor:
     def close(self) -> None:
         """Stop the server and the watch thread; a later ``execute`` starts them again."""
         self._drop_server()
+        self._drop_watcher()
+
+    def _drop_watcher(self) -> None:
         if self._stop_watcher is not None:
-            self._stop_watcher()
+            self._stop_watcher()  # the thread ends after its current watch
         self._watcher = self._stop_watcher = None
 
     def __enter__(self) -> "RealExecutor":
@@ -197,8 +241,9 @@ class RealExecutor:
             os.close(err_r)
             if isinstance(e, (CannotStart, ServerGone)):
                 return _not_started(argv, _why(e, cwd))
-            if not isinstance(e, ValueError):  # a string exec cannot take: refused before sending
-                self._drop_server()  # mid-request (^C): out of step; at EOF the server kills what it started
+            if isinstance(e, ValueError):  # a string exec cannot take: refused before sending
+                return _not_started(argv, str(e))
+            self._drop_server()  # mid-request (^C): out of step; at EOF the server kills what it started
             raise
         finally:
             os.close(out_w)
@@ -209,8 +254,8 @@ class RealExecutor:
         except BaseException as e:  # KeyboardInterrupt, or the server killed: the run cannot be told
             _killpg(pid, signal.SIGKILL)
             self._drop_server()
-            watch.done.set()
-            watch.finished.wait(timeout=5)
+            watch.reaped()
+            self._wait_watch(watch)
             self._pgid = None
             if isinstance(e, ServerGone):
                 return Execution(None, 0.0, 0.0, 0.0, 0, 0, 0, False, b"", b"", 0, 0,
@@ -252,15 +297,20 @@ class RealExecutor:
 
     def _watch(self, pid: int, fds: tuple[int, int], cap_bytes: int, timeout_s: float) -> _Watch:
         self._pgid = pid
-        watch = _Watch(fds, cap_bytes, timeout_s, pid)
         assert self._watcher is not None
+        watch = _Watch(fds, cap_bytes, timeout_s, pid, self._watcher.wake)
         self._watcher.jobs.put(watch)
         return watch
 
+    def _wait_watch(self, watch: _Watch) -> None:
+        """Wait for the watch to close the pipes (within ``GRACE_S``); should it not, the next run gets a new thread."""
+        if not watch.finished.wait(timeout=GRACE_S + 5):
+            self._drop_watcher()
+
     def _finished(self, watch: _Watch, status: int, r: Report) -> Execution:
-        watch.done.set()
-        self._pgid = None  # the server killed what was left of the process group before reaping it
-        watch.finished.wait(timeout=5)
+        watch.reaped()
+        self._pgid = None  # the server killed what was left of the workload before reaping it
+        self._wait_watch(watch)
         out, err = watch.fds
         return Execution(status, r.wall_s, r.user_s, r.sys_s, r.max_rss_kb, r.nvcsw, r.nivcsw, watch.expired,
                          bytes(watch.kept[out]), bytes(watch.kept[err]), watch.total[out], watch.total[err],
@@ -278,6 +328,8 @@ class RealExecutor:
             os.close(err_r)
             if isinstance(e, OSError):
                 return _not_started(argv, e.strerror or str(e))
+            if isinstance(e, ValueError):
+                return _not_started(argv, unusable_string(argv, env, cwd) or str(e))
             raise
         finally:
             os.close(out_w)
@@ -294,8 +346,8 @@ class RealExecutor:
 
 
 def _not_started(argv: list[str], why: str) -> Execution:
-    return Execution(None, 0.0, 0.0, 0.0, 0, 0, 0, False, b"", b"", 0, 0,
-                     error=f"cannot execute {argv[0]!r}: {why}")
+    what = repr(argv[0]) if argv else "an empty command"
+    return Execution(None, 0.0, 0.0, 0.0, 0, 0, 0, False, b"", b"", 0, 0, error=f"cannot execute {what}: {why}")
 
 
 def _why(e: CannotStart | ServerGone, cwd: str | None) -> str:
@@ -377,7 +429,12 @@ def sleep_behaviour(argv: list[str], env: dict[str, str]) -> FakeOutcome:
 
 @dataclass
 class FakeExecutor:
-    """Answers from ``behaviour`` without running anything; records every call."""
+    """Answers from ``behaviour`` without running anything; records every call.
+
+    An outcome longer than the timeout comes back as the real executor's
+    would: killed by SIGKILL at the timeout, ``timed_out`` and ``wall_s``
+    equal to the timeout.
+    """
 
     behaviour: Callable[[list[str], dict[str, str]], FakeOutcome] = sleep_behaviour
     calls: list[tuple[list[str], dict[str, str], str | None]] = field(default_factory=list)
@@ -390,7 +447,9 @@ class FakeExecutor:
         o = self.behaviour(list(argv), dict(env))
         if o.error:
             return Execution(None, 0.0, 0.0, 0.0, 0, 0, 0, False, b"", b"", 0, 0, error=o.error)
-        status = o.signal if o.signal is not None else (o.exit_code << 8)
         user = o.wall_s if o.user_s is None else o.user_s
+        if o.wall_s > timeout_s:
+            o, user = replace(o, wall_s=timeout_s, timed_out=True, signal=signal.SIGKILL), min(user, timeout_s)
+        status = o.signal if o.signal is not None else (o.exit_code << 8)
         return Execution(status, o.wall_s, user, 0.0, 1024, 0, 0, o.timed_out, o.stdout[:cap_bytes],
                          o.stderr[:cap_bytes], len(o.stdout), len(o.stderr), stderr_tail=o.stderr[-TAIL_BYTES:])

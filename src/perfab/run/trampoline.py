@@ -1,17 +1,26 @@
-"""The fork server (``perfab-exec.c``) that keeps a workload's rusage its own.
+"""The helper (``perfab-exec.c``) that keeps a workload's rusage its own and its leftovers contained.
 
 Linux folds the RSS high-water mark of the process that calls exec into the
 new program's maxrss (fs/exec.c, ``setmax_mm_hiwater_rss``), so a workload
 spawned straight from perfab would report perfab's own peak RSS.  The helper
-is a few hundred lines of C, started once per executor (``ForkServer``): for
-each run it vforks a child that execs the workload, and it answers on a
-socket with the child's pid, then its wait status, rusage and wall time
-(fork to exit).  perfab sleeps in a blocking ``recv`` meanwhile.  One exec per run
-instead of two keeps the harness's cost per run under a millisecond.
+is a few hundred lines of C with three modes:
+
+- the fork server (``ForkServer``), started once per executor: for each run
+  it vforks a child that execs the workload, and it answers on a socket
+  with the child's pid, then its wait status, rusage and wall time (fork to
+  exit).  perfab sleeps in a blocking ``recv`` meanwhile.  One exec per run
+  instead of two keeps the harness's cost per run under a millisecond.  The
+  server is a child subreaper: after each run it kills and reaps whatever
+  the workload left behind, even processes that left its session.
+- ``--rusage-out`` (``rusage_shim``, ``read_rusage``): run one command and
+  write its rusage to a file.  Put innermost, under ``perf stat`` or a
+  variant's ``wrap``, it reports the workload's rusage, not the wrapper's.
+- ``--contain`` (``perfab.run.proctree``): hold a service and all it forks.
 
 It is compiled on first use with the system C compiler into perfab's cache
 directory, keyed by the source's hash; without a compiler perfab spawns the
 workload directly and leaves max RSS out where it cannot be the workload's.
+``unusable_string`` says why exec cannot take a command's strings.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ class Report:
     max_rss_kb: int | None  # the workload's own peak RSS, KiB; None when it cannot be told from perfab's
     nvcsw: int  # voluntary context switches
     nivcsw: int  # involuntary context switches
+    status: int | None = None  # the raw wait status (``read_rusage``); None where reported apart
 
 
 def cache_dir() -> Path:
@@ -74,6 +84,43 @@ def helper_path() -> str | None:
     return str(target)
 
 
+def rusage_shim(argv: list[str], out_path: str | os.PathLike) -> list[str] | None:
+    """``argv`` run through ``perfab-exec --rusage-out``; None when the helper cannot be built.
+
+    The helper runs ``argv``, writes its rusage to ``out_path`` (``read_rusage``
+    reads it) and exits with ``argv``'s exit status, or dies of its signal.
+    """
+    helper = helper_path()
+    if helper is None:
+        return None
+    return [helper, "--rusage-out", os.fspath(out_path), "--", *argv]
+
+
+def read_rusage(out_path: str | os.PathLike) -> Report | None:
+    """What ``rusage_shim`` wrote; None when it wrote nothing (killed, or the command could not start)."""
+    try:
+        fields = [int(f) for f in Path(out_path).read_text().split()]
+    except (OSError, ValueError):
+        return None
+    if len(fields) != 7:
+        return None
+    wall_ns, utime_us, stime_us, rss_kb, nv, niv, status = fields
+    return Report(wall_ns / 1e9, utime_us / 1e6, stime_us / 1e6, rss_kb, nv, niv, status)
+
+
+def unusable_string(argv: list[str], env: dict[str, str], cwd: str | None = None) -> str | None:
+    """Why exec cannot take these strings, naming the one at fault; None when it can."""
+    for i, arg in enumerate(argv):
+        if "\0" in arg:
+            return f"argv[{i}] {arg!r} contains a NUL byte"
+    for key, value in env.items():
+        if not key or "=" in key:
+            return f"environment variable name {key!r} is empty or contains '='"
+        if "\0" in key or "\0" in value:
+            return f"environment variable {key!r} contains a NUL byte"
+    if cwd and "\0" in cwd:
+        return f"working directory {cwd!r} contains a NUL byte"
+    return None
 
 
 # Reply kinds and the stages a start can fail at (perfab-exec.c).
@@ -101,7 +148,7 @@ class ForkServer:
     Per run: ``start`` sends the request and returns the workload's pid (it
     leads its own process group), ``finish`` sleeps until the wait status
     and the rusage arrive.  ``close`` ends the server: at EOF on its socket
-    it exits, killing only the process group of a run in flight.
+    it exits, killing the run in flight and everything it started.
     """
 
     def __init__(self, path: str):
@@ -176,34 +223,32 @@ class ForkServer:
 
 
 def encode_request(argv: list[str], env: dict[str, str] | bytes, cwd: str, cpus: set[int] | None) -> bytes:
-    """One request in perfab-exec's format; ValueError where exec would be given a bad string.
+    """One request in perfab-exec's format; ValueError naming a string exec could not take.
 
     ``env`` may be given already encoded by ``encode_env``.
     """
     if not argv:
         raise ValueError("argv must not be empty")
     env_blob = env if isinstance(env, bytes) else encode_env(env)
-    blob = _nul_terminated([os.fsencode(cwd), *map(os.fsencode, argv)])
+    blob = b"".join(s + b"\0" for s in [os.fsencode(cwd), *map(os.fsencode, argv)])
+    if blob.count(b"\0") != len(argv) + 1:
+        raise ValueError(unusable_string(argv, {}, cwd) or "embedded null byte")
     mask = cpu_mask(cpus)
     size = _HEAD.size - 4 + len(mask) + len(blob) + len(env_blob)
     return _HEAD.pack(size, len(argv), env_blob.count(b"\0"), len(mask)) + mask + blob + env_blob
 
 
 def encode_env(env: dict[str, str]) -> bytes:
-    """``KEY=value\\0`` for each variable, as exec takes them."""
+    """``KEY=value\\0`` for each variable, as exec takes them; ValueError naming a bad one."""
     strings = []
     for key, value in env.items():
         k = os.fsencode(key)
         if not k or b"=" in k:
-            raise ValueError(f"illegal environment variable name {key!r}")
+            raise ValueError(unusable_string([], {key: value}))
         strings.append(k + b"=" + os.fsencode(value))
-    return _nul_terminated(strings)
-
-
-def _nul_terminated(strings: list[bytes]) -> bytes:
     blob = b"".join(s + b"\0" for s in strings)
     if blob.count(b"\0") != len(strings):
-        raise ValueError("embedded null byte")
+        raise ValueError(unusable_string([], env) or "embedded null byte")
     return blob
 
 
