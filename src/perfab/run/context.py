@@ -59,23 +59,25 @@ class SideContext:
         svc = self.workload.service
         argv = [expand(a, self.values, f"workload {self.workload.name!r} service argv") for a in svc.argv]
         cwd = svc.cwd and expand(svc.cwd, self.values, f"workload {self.workload.name!r} service cwd")
-        self.log = service_log_path(self.exp, self.workload, self.variant, self.params)
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        return Service(argv, svc.port, svc.ready_timeout_s, self.env, cwd, self.log)
+        service = Service(argv, svc.port, svc.ready_timeout_s, self.env, cwd,
+                          service_log_dir(self.exp, self.workload, self.variant, self.params))
+        self.log = service.log
+        return service
 
     def service_problem(self) -> str | None:
         """Why the service cannot serve this run (it exited), or None."""
         if self.service is None:
             return None
-        alive = getattr(self.service, "alive", None)
-        if alive is not None and not alive():
+        if not self.service.alive():
             return f"the service exited before or during the run (log: {self.log})"
         return None
 
     def service_cpu_s(self) -> tuple[float, float] | None:
         """(user, sys) CPU seconds of the whole service tree so far, None without a service."""
-        times = getattr(self.service, "cpu_times", None)
-        return None if self.service is None or times is None else times()
+        if self.service is None:
+            return None
+        times = self.service.cpu_times()
+        return times.user_s, times.sys_s
 
     def _teardown(self) -> None:
         for command in self.variant.teardown:
@@ -85,12 +87,11 @@ class SideContext:
                 self.say(f"warning: {e}")
 
 
-def service_log_path(exp: Experiment, workload: Workload, variant: Variant, params: Params) -> Path:
-    """A log file per service start that outlives the session: ``<log>/<experiment>/<workload>-<side>-<time>.log``."""
+def service_log_dir(exp: Experiment, workload: Workload, variant: Variant, params: Params) -> Path:
+    """A directory per service start that outlives the session: ``<log>/<experiment>/<workload>-<side>-<time>``."""
     point = "".join(f"-{k}{v}" for k, v in params)
     stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{time.monotonic_ns() % 1_000_000:06d}"
-    name = _safe(f"{workload.name}-{variant.name}{point}-{stamp}") + ".log"
-    return Path(workload.service.log_dir) / _safe(exp.name) / name
+    return Path(workload.service.log_dir) / _safe(exp.name) / _safe(f"{workload.name}-{variant.name}{point}-{stamp}")
 
 
 def _safe(text: str) -> str:

@@ -189,6 +189,8 @@ class _Watcher(threading.Thread):
 class RealExecutor:
     """Runs commands for real; see the module docstring.  ``close()`` (or garbage collection) ends its server."""
 
+    resolves_programs = True  # execs programs: a spec's programs are checked before a session starts
+
     def __init__(self, use_helper: bool = True) -> None:
         self.use_helper = use_helper  # run through the perfab-exec server so rusage is the workload's own
         self._pgid: int | None = None
@@ -435,6 +437,8 @@ class FakeExecutor:
     would: killed by SIGKILL at the timeout, ``timed_out`` and ``wall_s``
     equal to the timeout.
     """
+
+    resolves_programs = False  # runs nothing: programs named in a spec need not exist
 
     behaviour: Callable[[list[str], dict[str, str]], FakeOutcome] = sleep_behaviour
     calls: list[tuple[list[str], dict[str, str], str | None]] = field(default_factory=list)

@@ -42,10 +42,11 @@ from perfab.plan import PlannedRun, make_plan
 from perfab.run.backends import Backend
 from perfab.run.build import build_all, resolve
 from perfab.run.context import SideContext
-from perfab.run.executor import Executor, FakeExecutor
+from perfab.run.executor import Executor
 from perfab.run.preflight import preflight
 from perfab.run.readings import interrupted, record
 from perfab.run.services import run_shell
+from perfab.run.trampoline import read_rusage, rusage_shim
 from perfab.spec import Experiment, Variant, Workload, expand, placeholders, workload_placeholders
 from perfab.store import RunRecord, Store
 
@@ -131,8 +132,7 @@ class Runner:
             side = self.resolve_side(side)
             sides = [side] if side else None
             self.sources = self._build(sides)
-            preflight(self.exp, sides, self._env, getattr(self.executor, "resolves_programs",
-                                                          not isinstance(self.executor, FakeExecutor)), self.sources)
+            preflight(self.exp, sides, self._env, getattr(self.executor, "resolves_programs", True), self.sources)
             todo = make_plan(self.exp, sides, len(self.groups))
             session = self.store.start_session(self.exp.name, self.exp.source, self.exp.path, self.exp.spec_hash,
                                                side, self.backend.name, self.groups, self.environment, todo,
@@ -249,10 +249,15 @@ class Runner:
         argv = [expand(a, values, f"workload {workload.name!r} argv") for a in workload.argv]
         if workload.shell:
             argv = ["/bin/sh", "-c", argv[0]]
-        argv = [expand(a, values) for a in variant.wrap] + argv
         group = self.groups[planned.group]
         scratch = scratch_root / "run"  # one directory, emptied after each run that wrote to it
         scratch.mkdir(exist_ok=True)
+        shim = None
+        real = getattr(self.executor, "resolves_programs", True)
+        if variant.wrap and real and not self.backend.wraps_workload:  # a wrapper may fork: rusage read inside it
+            shim = rusage_shim(argv, scratch / "rusage")
+            argv = shim or argv
+        argv = [expand(a, values) for a in variant.wrap] + argv
         started = time.time()
         problem = ctx.service_problem()
         if problem is not None:
@@ -272,10 +277,11 @@ class Runner:
                 measurement = self.backend.collect(scratch, group, ex.status)
             if self.recorder and ex.error is None and ex.status == 0:
                 measurement = _with_profile(measurement, self.recorder, scratch)
+            own_rusage = _shim_rusage(scratch / "rusage") if shim else None
         finally:
             if os.listdir(scratch):
                 shutil.rmtree(scratch, ignore_errors=True)  # next run recreates it
-        rec = record(ex, started, measurement, parse, self.backend, workload)
+        rec = record(ex, started, measurement, parse, self.backend, workload, own_rusage)
         if irq_rows:
             rec = _with_interrupts(rec, irq_before, read_interrupts(irq_rows), irq_rows)
         return _with_service(rec, ctx, cpu_before, workload)
@@ -300,6 +306,16 @@ class Runner:
         if workload.cwd is None:
             return None
         return expand(workload.cwd, values, f"workload {workload.name!r} cwd")
+
+
+def _shim_rusage(path: Path) -> dict | None:
+    """The workload's own rusage read by perfab-exec --rusage-out inside a wrapper, as rusage metrics."""
+    report = read_rusage(path)
+    if report is None:
+        return None
+    return {"wall_s": report.wall_s, "user_s": report.user_s, "sys_s": report.sys_s, "vcsw": float(report.nvcsw),
+            "ivcsw": float(report.nivcsw),
+            "max_rss_kb": None if report.max_rss_kb is None else float(report.max_rss_kb)}
 
 
 def _shared_cwd(workload: Workload, own: dict[str, str]) -> str | None:

@@ -1,0 +1,111 @@
+"""A service is started per side with that side's placeholders, watched during runs, and always stopped."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+from core_helpers import cli, free_port, port_refuses, two_sides
+from perfab.run.backends import TimeBackend
+from perfab.run.executor import RealExecutor
+from perfab.run.runner import Runner
+from perfab.spec import parse_spec
+from perfab.store import Store
+
+FETCH = ("import sys, urllib.request; "
+         "print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode().strip())")
+
+
+def _site(tmp_path):
+    for side in "ab":
+        (tmp_path / "www" / side).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "www" / side / "id.txt").write_text(f"served by {side}\n")
+
+
+def _spec(tmp_path, port: int, runs: int = 3, extra: str = "") -> str:
+    _site(tmp_path)
+    workload = (f'argv = ["{sys.executable}", "-c", "{FETCH}", "http://127.0.0.1:{port}/id.txt"]\ntimeout = 20\n'
+                f'{extra}\n[workload.service]\nargv = ["{sys.executable}", "-m", "http.server", "{port}", '
+                f'"--bind", "127.0.0.1", "--directory", "{tmp_path}/www/{{variant}}"]\nport = {port}\n'
+                f'log = "{tmp_path}/logs"\n')
+    return two_sides(runs=runs, warmup=0, workload=workload)
+
+
+def test_each_side_talks_to_its_own_server(tmp_path):
+    """The service was started once with the first side's placeholders: an A/B of two configs measured one."""
+    port = free_port()
+    db = tmp_path / "r.db"
+    with Store(db) as store:
+        result = Runner(parse_spec(_spec(tmp_path, port)), store, TimeBackend(), RealExecutor(), {}).run()
+        assert result.status == "finished"
+        runs = store.run_rows("t")
+        assert {r["status"] for r in runs} == {"ok"}
+        served = {(r["variant"], store.output(r["run_id"])[0].decode().strip()) for r in runs}
+    assert served == {("a", "served by a"), ("b", "served by b")}
+    assert port_refuses(port)
+    logs = sorted((tmp_path / "logs" / "t").glob("w-*/service-*.log"))
+    assert len(logs) >= 3  # a start per switch of side: the interleaved plan switches back and forth
+
+
+def test_plan_shows_each_sides_service_start(tmp_path):
+    port = free_port()
+    spec = tmp_path / "s.toml"
+    spec.write_text(_spec(tmp_path, port, runs=2))
+    code, out, err = cli("plan", str(spec))
+    assert code == 0, err
+    starts = [line for line in out.splitlines() if "> start service" in line]
+    assert any(f"www/a" in line for line in starts) and any(f"www/b" in line for line in starts)
+    assert out.count("< stop service") == len(starts)
+
+
+def test_a_service_that_dies_fails_the_run_with_the_reason_and_is_restarted(tmp_path):
+    port = free_port()
+    flag = tmp_path / "killed"
+    # The workload kills the server the first time, so that run (and only it) fails.
+    kill_once = (f"import os, signal, sys, urllib.request; p = '{flag}'\\n"
+                 "if not os.path.exists(p):\\n"
+                 "    open(p, 'w').close(); os.kill(int(open(sys.argv[2]).read()), signal.SIGKILL)\\n"
+                 "print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode().strip())")
+    text = _spec(tmp_path, port, runs=3)
+    text = text.replace(f'"-c", "{FETCH}", "http://127.0.0.1:{port}/id.txt"',
+                        f'"-c", "{kill_once}", "http://127.0.0.1:{port}/id.txt", "{tmp_path}/pgid"')
+    text = text.replace('[workload.service]\nargv = [',
+                        f'[workload.service]\nargv = ["/bin/sh", "-c", "echo $$ > {tmp_path}/pgid; exec \\"$0\\" \\"$@\\"", ')
+    db = tmp_path / "r.db"
+    with Store(db) as store:
+        result = Runner(parse_spec(text), store, TimeBackend(), RealExecutor(), {}).run()
+        runs = store.run_rows("t")
+    failed = [r for r in runs if r["status"] == "failed"]
+    assert result.status == "finished" and len(failed) == 1, [(r["status"], r["reason"]) for r in runs]
+    assert failed[0]["reason"].startswith("the service exited before or during the run (log: ")
+    assert sum(r["status"] == "ok" for r in runs) == 5
+    assert port_refuses(port)
+
+
+def test_sigterm_stops_the_service_and_leaves_the_session_resumable(tmp_path):
+    port = free_port()
+    spec = tmp_path / "s.toml"
+    spec.write_text(_spec(tmp_path, port, runs=40))
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen([sys.executable, "-m", "perfab.cli", "run", str(spec), "--db", str(db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and port_refuses(port):
+        time.sleep(0.05)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert port_refuses(port)
+    con = sqlite3.connect(db)
+    status, owner = con.execute("SELECT status, owner FROM sessions").fetchone()
+    con.close()
+    assert status == "interrupted" and owner is None
+    code, _, err = cli("run", str(spec), "--db", str(db), "--resume", "--no-report")
+    assert code == 0, err
+    assert port_refuses(port)
+    os.environ.get("PATH")  # nothing left running: the port refuses after both sessions
