@@ -32,6 +32,9 @@ sysdeps:
 	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
 	command -v llvm-dwarfdump >/dev/null 2>&1 || missing="$$missing llvm"; \
 	command -v cargo >/dev/null 2>&1 || missing="$$missing cargo"; \
+	command -v git >/dev/null 2>&1 || missing="$$missing git"; \
+	command -v nginx >/dev/null 2>&1 || missing="$$missing nginx-light"; \
+	command -v ab >/dev/null 2>&1 || missing="$$missing apache2-utils"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

@@ -163,7 +163,7 @@ def _triangle_quantile(d: np.ndarray, h: np.ndarray, prob: float) -> float:
     lo, hi = float((d - h).min()), float((d + h).max())
     for _ in range(60):
         mid = (lo + hi) / 2
-        z = np.clip((mid - d) / h, -1.0, 1.0)
+        z = np.clip(np.divide(mid - d, h, out=np.sign(mid - d), where=h > 0), -1.0, 1.0)
         cdf = np.where(z < 0, 0.5 * (1 + z) ** 2, 1 - 0.5 * (1 - z) ** 2).mean()
         if cdf < prob:
             lo = mid

@@ -231,10 +231,19 @@ def _clip(text: str, width: int) -> str:
 
 
 def _wrap(text: str, indent: str = "  ") -> list[str]:
+    """Lines of at most 80 columns, broken at spaces, or after a '/' inside a long word (a list of labels)."""
     import textwrap
 
     if len(text) <= WIDTH:
         return [text]
     lead = text[: len(text) - len(text.lstrip())]
-    return textwrap.wrap(text.lstrip(), WIDTH, initial_indent=lead, subsequent_indent=indent,
-                         break_on_hyphens=False) or [""]
+    lines = textwrap.wrap(text.lstrip(), WIDTH, initial_indent=lead, subsequent_indent=indent,
+                          break_on_hyphens=False, break_long_words=False) or [""]
+    out: list[str] = []
+    for line in lines:
+        while len(line) > WIDTH and "/" in line[len(indent):WIDTH]:
+            cut = line.rindex("/", 0, WIDTH) + 1
+            out.append(line[:cut])
+            line = indent + line[cut:]
+        out.append(line)
+    return out

@@ -72,12 +72,17 @@ class SideContext:
             return f"the service exited before or during the run (log: {self.log})"
         return None
 
-    def service_cpu_s(self) -> tuple[float, float] | None:
-        """(user, sys) CPU seconds of the whole service tree so far, None without a service."""
+    def service_usage(self) -> dict[str, float] | None:
+        """What the whole service tree used so far, None without a service.
+
+        User and system time come in clock ticks (/proc/PID/stat); the time on
+        a CPU is the scheduler's, exact to the nanosecond (schedstat); read and
+        write system calls from /proc/PID/io."""
         if self.service is None:
             return None
         times = self.service.cpu_times()
-        return times.user_s, times.sys_s
+        return {"user_s": times.user_s, "sys_s": times.sys_s, "run_ns": float(self.service.run_ns()),
+                **{k: float(v) for k, v in self.service.io_counts().items()}}
 
     def _teardown(self) -> None:
         for command in self.variant.teardown:

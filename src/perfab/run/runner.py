@@ -262,7 +262,7 @@ class Runner:
         problem = ctx.service_problem()
         if problem is not None:
             return _not_run(started, problem)
-        cpu_before = ctx.service_cpu_s()
+        cpu_before = ctx.service_usage()
         irq_rows = self.exp.measure.interrupts
         irq_before = read_interrupts(irq_rows) if irq_rows else None
         try:
@@ -338,22 +338,18 @@ def _with_service(rec: RunRecord, ctx: SideContext, before, workload: Workload) 
         return rec
     from dataclasses import replace
 
-    from perfab.analyse.names import SERVICE
+    from perfab.analyse.names import SERVICE, service_metrics
 
     problem = ctx.service_problem()
     if problem is not None and rec.status != "interrupted":
         reason = problem if rec.status == "ok" else f"{problem}; the run: {rec.reason}"
         return replace(rec, status="failed", reason=reason, metrics={}, profile={})
-    after = ctx.service_cpu_s()
+    after = ctx.service_usage()
     if rec.status != "ok" or before is None or after is None:
         return rec
-    user, sys_ = after[0] - before[0], after[1] - before[1]
-    got = {"service_user_s": user, "service_sys_s": sys_, "service_cpu_s": user + sys_}
-    requests = workload.service.requests_metric
-    if requests and rec.metrics.get(requests):
-        got["service_cpu_us_per_req"] = 1e6 * (user + sys_) / rec.metrics[requests]
+    got = service_metrics(before, after, rec.metrics.get(workload.service.requests_metric or ""))
     metrics = {**rec.metrics, **got}
-    meta = {**rec.meta, **{m: (SERVICE[m][0], SERVICE[m][1], False) for m in got}}
+    meta = {**rec.meta, **{m: SERVICE[m][:2] + (SERVICE[m][3],) for m in got}}
     sources = {**rec.sources, **{m: "service" for m in got}}
     return replace(rec, metrics=metrics, meta=meta, sources=sources)
 

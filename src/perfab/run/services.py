@@ -93,6 +93,14 @@ class Service:
         """User and system CPU seconds used so far by the server, its workers and the children they reaped."""
         return self.tree.cpu_times() if self.tree is not None else CpuTimes(0.0, 0.0)
 
+    def run_ns(self) -> int:
+        """Nanoseconds on a CPU of the server's live threads so far (scheduler accounting, exact)."""
+        return self.tree.run_ns() if self.tree is not None else 0
+
+    def io_counts(self) -> dict[str, int]:
+        """Read and write system calls of the server's live processes so far."""
+        return self.tree.io_counts() if self.tree is not None else {}
+
     def stop(self) -> None:
         """Stop the server and everything it started (SIGTERM, then SIGKILL after 5 s)."""
         if self.tree is not None:
