@@ -85,6 +85,8 @@ def _report_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", choices=list(METHODS), help="override every row's method")
     p.add_argument("--all", action="store_true", dest="show_all",
                    help="also show parser metrics that have no declared direction")
+    p.add_argument("--absolute", action="store_true",
+                   help="with three or more sides, show each side's median instead of % of the baseline")
 
 
 def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -141,7 +143,7 @@ def cmd_run(args, stdout, stderr) -> int:
         if args.no_report:
             return 0 if result.status == "finished" else 130
         analysis = analyse(store, exp.name, args.alpha, args.confidence, args.method, args.show_all)
-    stdout.write(render(analysis, args.format))
+    stdout.write(render(analysis, args.format, args.absolute))
     return 0 if result.status == "finished" else 130
 
 
@@ -167,7 +169,7 @@ def cmd_report(args, stdout, stderr) -> int:
             named.append((db, analyse(store, args.experiment, args.alpha, args.confidence, args.method,
                                       args.show_all)))
     if len(named) == 1:
-        stdout.write(render(named[0][1], args.format))
+        stdout.write(render(named[0][1], args.format, args.absolute))
     else:
         from perfab.report.across import render_across
 

@@ -138,3 +138,21 @@ argv = ["{lockbench}/{{variant}}/lockbench", "3000000"]
     assert base > 1.0 and exp == 0.0 and delta == pytest.approx(-base, abs=0.1)
     # The table itself keeps the usual rows; profile shares do not leak into it.
     assert "self.cpu-clock" not in out.split("PROFILE")[0]
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is installed by make test")
+def test_under_cachegrind_the_workloads_own_timings_are_left_out_and_counts_need_no_rank_test(lockbench, tmp_path):
+    """lockbench's ops/s, timed on valgrind's simulated CPU, was reported beside the exact counts."""
+    spec = tmp_path / "cg.toml"
+    spec.write_text((ROOT / "examples/cachegrind.toml").read_text()
+                    .replace("./build/{variant}/lockbench", f"{lockbench}/{{variant}}/lockbench")
+                    .replace('"200000"]', '"20000"]\nparser = "keyvalue"'))
+    code, out, err = run(["run", str(spec), "--db", str(tmp_path / "r.db"), "--format", "json"])
+    assert code == 0, err
+    doc = json.loads(out)
+    metrics = {r["metric"] for r in doc["rows"]}
+    assert "ops/s" not in metrics and "instructions" in metrics
+    assert doc["workloads"][0]["hidden"] == ["checksum"]  # printed without a direction: hidden unless --all
+    assert not any("rank test can never reach" in w for r in doc["rows"] for w in r["warnings"])
+    code, text, _ = run(["report", "--db", str(tmp_path / "r.db")])
+    assert "Not shown: ops/s, timed by the workload under valgrind's simulated CPU" in " ".join(text.split())

@@ -91,6 +91,7 @@ class WorkloadInfo:
     failed: dict[str, list[str]]  # variant -> reasons of failed measured runs
     excluded: dict[str, int]  # "metric: reason" -> number of runs excluded
     hidden: tuple[str, ...] = ()  # parser metrics without a direction, left out of the table
+    simulated: tuple[str, ...] = ()  # the workload's own time and rate figures, meaningless under valgrind
     params: tuple[str, ...] = ()  # names of the sweep parameters, () outside sweeps
 
 
@@ -142,14 +143,14 @@ def compare(data: Dataset, spec: Experiment, alpha: float | None = None, confide
     backend = data.sessions[-1].backend if data.sessions else "time"
     rows, infos, summaries = [], [], []
     for workload in spec.workloads:
-        shown, hidden = _metrics(idx, workload, backend, show_all)
+        shown, hidden, simulated = _metrics(idx, workload, backend, show_all)
         for point in _in_grid_order(idx.points(workload.name), workload):
             for metric in shown:
                 for variant in [v.name for v in spec.variants if v.name != spec.baseline]:
                     rows.append(_row(spec, idx, workload.name, point, metric, variant, confidence, alpha, method))
                 if workload.params or len(spec.variants) == 1:
                     summaries += _summaries(spec, idx, workload.name, point, metric, confidence)
-        infos.append(idx.workload_info(workload, tuple(hidden)))
+        infos.append(idx.workload_info(workload, tuple(hidden), tuple(simulated)))
     rows = _verdicts(rows, alpha, spec.fdr)
     sessions = list(data.sessions)
     return Analysis(
@@ -203,7 +204,7 @@ class _Index:
             out[r.variant] += 1
         return dict(out)
 
-    def workload_info(self, workload, hidden: tuple[str, ...]) -> WorkloadInfo:
+    def workload_info(self, workload, hidden: tuple[str, ...], simulated: tuple[str, ...] = ()) -> WorkloadInfo:
         failed: dict[str, list[str]] = defaultdict(list)
         excluded: dict[str, int] = defaultdict(int)
         for r in self.data.runs:
@@ -214,8 +215,8 @@ class _Index:
             for metric, reason in self.data.excluded.get(r.run_id, {}).items():
                 excluded[f"{metric}: {reason}"] += 1
         command = workload.argv[0] if workload.shell else " ".join(workload.argv)
-        return WorkloadInfo(workload.name, command, dict(failed), dict(excluded), hidden,
-                            tuple(n for n, _ in workload.params))
+        return WorkloadInfo(workload.name, command, dict(failed), dict(excluded), hidden=hidden,
+                            simulated=simulated, params=tuple(n for n, _ in workload.params))
 
 
 def _in_grid_order(points: list[Params], workload) -> list[Params]:
@@ -226,22 +227,36 @@ def _in_grid_order(points: list[Params], workload) -> list[Params]:
     return sorted(points, key=lambda p: grid.get(p, len(grid)))
 
 
-def _metrics(idx: _Index, workload, backend: str, show_all: bool) -> tuple[list[str], list[str]]:
-    """(metrics in the table, parser metrics left out for want of a direction)."""
+_TIME_UNITS = ("s", "ms", "us", "ns", "sec", "msec", "usec")
+
+
+def _metrics(idx: _Index, workload, backend: str, show_all: bool) -> tuple[list[str], list[str], list[str]]:
+    """(metrics in the table, parser metrics left out for want of a direction, time figures under valgrind)."""
     declared = [m.name for m in workload.metrics]
     seen = idx.order.get(workload.name, [])
-    rest, hidden = [], []
+    rest, hidden, simulated = [], [], []
     for m in seen:
         if m in declared or m in RUSAGE_LABELS:
             continue
         meta = idx.meta.get((workload.name, m))
-        if meta is not None and meta.source == "parser" and meta.higher_is_better is None and not show_all:
-            hidden.append(m)
-        else:
-            rest.append(m)
+        if meta is not None and meta.source == "parser" and not show_all:
+            if backend == "cachegrind" and _timed(m, meta.unit):
+                simulated.append(m)
+                continue
+            if meta.higher_is_better is None:
+                hidden.append(m)
+                continue
+        rest.append(m)
     # Under valgrind, rusage times the simulator, not the workload: left out unless declared.
     rusage = [m for m in RUSAGE_LABELS if m in seen and m not in declared and backend != "cachegrind"]
-    return declared + rest + rusage, hidden
+    return declared + rest + rusage, hidden, simulated
+
+
+def _timed(metric: str, unit: str | None) -> bool:
+    """A wall-clock figure or a rate printed by the workload: it times valgrind's simulated CPU."""
+    unit = (unit or "").strip()
+    return unit in _TIME_UNITS or unit.endswith("/s") or metric.endswith("/s") or metric.endswith("_per_s")
+
 
 
 def _declared(spec: Experiment, workload: str, metric: str) -> MetricSpec | None:

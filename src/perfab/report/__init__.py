@@ -12,12 +12,13 @@ from perfab.report.text import render_text
 RENDERERS = {"text": render_text, "markdown": render_markdown, "json": render_json, "csv": render_csv}
 
 
-def render(analysis: Analysis, fmt: str = "text") -> str:
+def render(analysis: Analysis, fmt: str = "text", absolute: bool = False) -> str:
+    """The report in format ``fmt``; ``absolute`` shows values, not % of the baseline, in 3+ side tables."""
     try:
         renderer = RENDERERS[fmt]
     except KeyError:
         raise UsageError(f"unknown report format {fmt!r}; use one of: {', '.join(FORMATS)}") from None
-    return renderer(analysis)
+    return render_text(analysis, absolute) if fmt == "text" else renderer(analysis)
 
 
 def regressions(analysis: Analysis) -> list[str]:

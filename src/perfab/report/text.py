@@ -24,7 +24,7 @@ WIDTH = 80
 _SIDE_NAME_MAX = 20  # longer side names are clipped in the normalized table's header
 
 
-def render_text(a: Analysis) -> str:
+def render_text(a: Analysis, absolute: bool = False) -> str:
     out: list[str] = [f"perfab: {a.experiment}", ""]
     out += _setup(a)
     out += _env_differences(a)
@@ -34,7 +34,7 @@ def render_text(a: Analysis) -> str:
         if info.params or not a.variants:
             out += sweep_tables(a, info, rows)
         else:
-            out += _table(a, rows) if len(a.variants) == 1 else _normalized_table(a, rows)
+            out += _table(a, rows) if len(a.variants) == 1 else _normalized_table(a, rows, absolute)
         out += _legend(a, rows)
         out += _problems(info, rows, a.rows)
         out += _profile(a, info.name)
@@ -96,18 +96,22 @@ def _table(a: Analysis, rows: list[Row]) -> list[str]:
     return [header, rule, *body, rule]
 
 
-def _normalized_table(a: Analysis, rows: list[Row]) -> list[str]:
-    """Sides as % of the baseline; variants that do not fit 80 columns go to further slices of the table."""
+def _normalized_table(a: Analysis, rows: list[Row], absolute: bool = False) -> list[str]:
+    """Sides as % of the baseline (or as values, ``absolute``); variants that do not fit 80 columns go to
+    further slices of the table."""
     label_w = min(24, max([len(r.label) for r in rows] + [10]))
-    col = min(_SIDE_NAME_MAX, max(10, *(len(s) for s in (a.baseline, *a.variants)))) + 1
+    widest = max([len(v) for r in rows for v in (fmt_value(r, c) for c in centers(r))] + [0]) if absolute else 0
+    col = min(_SIDE_NAME_MAX, max(10, widest, *(len(s) for s in (a.baseline, *a.variants)))) + 1
     per_slice = max(1, (WIDTH - label_w - (col + 7)) // (col + 7))  # a side's column: 2 + col + 5
     out: list[str] = []
     for i in range(0, len(a.variants), per_slice):
-        out += ([""] if out else []) + _normalized_slice(a, rows, a.variants[i:i + per_slice], label_w, col)
+        out += ([""] if out else []) + _normalized_slice(a, rows, a.variants[i:i + per_slice], label_w, col,
+                                                         absolute)
     return out
 
 
-def _normalized_slice(a: Analysis, rows: list[Row], variants, label_w: int, col: int) -> list[str]:
+def _normalized_slice(a: Analysis, rows: list[Row], variants, label_w: int, col: int,
+                      absolute: bool = False) -> list[str]:
     header = f"{'Metric':<{label_w}}" + "".join(f"  {_clip(s, col):>{col}}     " for s in (a.baseline, *variants))
     rule = "-" * min(WIDTH, len(header.rstrip()))
     body = []
@@ -115,13 +119,16 @@ def _normalized_slice(a: Analysis, rows: list[Row], variants, label_w: int, col:
     for metric in metrics:
         per = {r.variant: r for r in rows if r.metric == metric}
         first = next(iter(per.values()))
-        absolute = first.estimate is not None and first.estimate.basis == ABSOLUTE
-        base = fmt_value(first, first.estimate.median_base) if absolute else "100.00%"
+        no_ratio = first.estimate is not None and first.estimate.basis == ABSOLUTE
+        base = fmt_value(first, centers(first)[0]) if absolute or no_ratio else "100.00%"
         line = f"{_clip(first.label, label_w):<{label_w}}  {base:>{col}}     "
         for v in variants:
             r = per.get(v)
-            pct = "-" if r is None or r.estimate is None else \
-                fmt_delta(r) if r.estimate.delta is None else f"{100 * (1 + r.estimate.delta):.2f}%"
+            if absolute:
+                pct = "-" if r is None else fmt_value(r, centers(r)[1])
+            else:
+                pct = "-" if r is None or r.estimate is None else \
+                    fmt_delta(r) if r.estimate.delta is None else f"{100 * (1 + r.estimate.delta):.2f}%"
             line += f"  {pct:>{col}} {_sig(r) if r else '':<4}"
         body.append(line.rstrip())
     return [header.rstrip(), rule, *body, rule]
@@ -189,6 +196,9 @@ def _problems(info, rows: list[Row], rows_all: tuple[Row, ...]) -> list[str]:
              and r.warnings in ((), ("no usable runs on one side",))]
     if empty:
         lines.append(f"Not compared (no usable runs on a side): {', '.join(dict.fromkeys(empty))}")
+    if info.simulated:
+        lines.append(f"Not shown: {', '.join(info.simulated)}, timed by the workload under valgrind's simulated "
+                     "CPU (meaningless as time); --all shows them")
     if info.hidden:
         lines.append(f"Not shown: {len(info.hidden)} parser metric(s) without a declared direction "
                      f"({', '.join(info.hidden)}); --all shows them, or declare them with [[workload.metric]]")
