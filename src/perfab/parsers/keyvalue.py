@@ -2,9 +2,8 @@
 
 Every such line in stdout and stderr becomes a metric named as printed
 (whitespace collapsed); a later line with the same name replaces an earlier
-one.  Direction: a name ending in ``/s`` or containing ``throughput`` is
-higher-is-better, anything else has none, unless option
-``higher_is_better`` says otherwise.  Options::
+one.  A metric has no direction unless option ``higher_is_better`` gives
+one: the parser does not guess from the name.  Options::
 
     units = {name = "unit"}             # overrides the printed unit
     higher_is_better = {name = false}
@@ -34,11 +33,6 @@ def prepare(options: dict) -> dict:
     return options
 
 
-def direction(name: str) -> bool | None:
-    """Default direction: rates (``/s``) and throughputs are higher-is-better."""
-    return True if name.endswith("/s") or "throughput" in name.lower() else None
-
-
 def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
     """Every ``name: number [unit]`` line; ParseError when none (or a required one) is found."""
     units, better = options.get("units", {}), options.get("higher_is_better", {})
@@ -47,7 +41,7 @@ def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
         if found := _LINE.match(line):
             name = " ".join(found[1].split())
             unit = units.get(name, found[3] or (name if name.endswith("/s") else ""))
-            out[name] = metric(found[2], unit, better.get(name, direction(name)))
+            out[name] = metric(found[2], unit, better.get(name))
     if not out:
         raise ParseError("output has no 'name: number' line for the keyvalue parser: "
                          "print results as 'ops/s: 1234', or use the regex parser")
