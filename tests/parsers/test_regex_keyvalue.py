@@ -33,6 +33,15 @@ def test_keyvalue_guessed_higher_is_better_from_rate_and_throughput_names():
     assert m["cache-misses/s"] == ParsedMetric(40.0, "cache-misses/s", None)
 
 
+@pytest.mark.parametrize("options, message", [
+    ({"units": {"x": 3}}, "units must be a table of metric name -> unit string"),
+    ({"higher_is_better": {"x": "yes"}}, "higher_is_better must be a table of metric name -> true or false"),
+])
+def test_keyvalue_bad_option_values(options, message):
+    with pytest.raises(UsageError, match=message):
+        get_parser("keyvalue", options)
+
+
 def test_keyvalue_missing_required_name(recorded):
     with pytest.raises(ParseError, match="output has no 'ops/s' line"):
         get_parser("keyvalue", {"only": ["ops/s"]})("checksum: 1\n", "")
@@ -71,5 +80,5 @@ def test_regex_bad_options(options, message):
 
 
 def test_regex_capture_not_a_number():
-    with pytest.raises(ParseError, match="captured 'abc', which is not a number"):
+    with pytest.raises(ParseError, match="captured 'abc', which is not a finite number"):
         get_parser("regex", {"patterns": {"x": r"x=(\w+)"}})("x=abc", "")
