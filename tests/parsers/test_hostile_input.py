@@ -6,6 +6,7 @@ showed the bug.
 """
 
 import math
+import time
 
 import pytest
 from parser_cases import CASES, DATA, recorded
@@ -173,3 +174,15 @@ def test_stress_ng_yaml_of_the_recorded_run_still_reads():
     m = get_parser("stress-ng", {"yaml_path": str(DATA / "stress-ng" / "cpu_matrix.yaml")})("", "")
     assert all(math.isfinite(metric.value) for metric in m.values()) and len(m) > 8
 
+
+@pytest.mark.parametrize("parser, stdout, stderr", [
+    ("gnu-time", "", "x " + "1" * 20_000 + " y\n"),  # unanchored default-format search: 30 s
+    ("keyvalue", "Pipe" + " " * 20_000 + "x\n", ""),  # lazy name before whitespace: 9 s
+    ("sysbench", "\n" * 20_000, ""),  # '^\s+' ran across every following blank line: 4.5 s
+    ("unixbench", "2 CPUs in system; running 1 parallel copy of tests\nPipe" + " " * 20_000 + "x\n", ""),  # 80 s
+])  # fmt: skip
+def test_long_runs_of_one_character_took_quadratic_time(parser, stdout, stderr):
+    start = time.perf_counter()
+    with pytest.raises(ParseError):
+        get_parser(parser)(stdout, stderr)
+    assert time.perf_counter() - start < 2.0  # linear now: milliseconds; before: the seconds noted above

@@ -56,12 +56,12 @@ def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
     per_request = re.findall(rf"^Time per request:\s+({NUM}) \[ms\] \(mean(, across .*)?\)", text, re.M)
     for value, across in per_request:
         out.add("time_per_request_all_ms" if across else "time_per_request_ms", value)
-    breakdown = last_match(r"^\s+\(Connect: (\d+), Receive: (\d+), Length: (\d+), Exceptions: (\d+)\)", text)
+    breakdown = last_match(r"^[ \t]+\(Connect: (\d+), Receive: (\d+), Length: (\d+), Exceptions: (\d+)\)", text)
     if breakdown:
         for i, kind in enumerate(("connect", "receive", "length", "exceptions"), start=1):
             out.add("failed_{kind}", breakdown[i], kind=kind)
     _connection_times(out, text)
-    for pct, value in re.findall(rf"^\s+(\d+)%\s+({NUM})", text, re.M):
+    for pct, value in re.findall(rf"^[ \t]+(\d+)%\s+({NUM})", text, re.M):
         out.add("latency_p{N}_ms", value, N=pct)
     return out.metrics
 

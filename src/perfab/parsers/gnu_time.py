@@ -41,8 +41,10 @@ METRICS = (
     M("signal", "", None, "'Command terminated by signal N'"),
 )
 
+# unanchored (a workload's stderr may end without a newline); the look-behind keeps a search
+# from restarting inside every digit of a long number, which made it quadratic
 _DEFAULT = re.compile(
-    rf"({NUM})user ({NUM})system ((?:\d+:)?\d+:{NUM})elapsed (\d+|\?)%CPU "
+    rf"(?<![\d.])({NUM})user ({NUM})system ((?:\d+:)?\d+:{NUM})elapsed (\d+|\?)%CPU "
     r"\((\d+)avgtext\+(\d+)avgdata (\d+)maxresident\)k\n"
     r"(\d+)inputs\+(\d+)outputs \((\d+)major\+(\d+)minor\)pagefaults (\d+)swaps"
 )
@@ -99,11 +101,11 @@ def _verbose(out: Collector, text: str) -> bool:
         return False
     report = text[start:]
     for label, name in _VERBOSE.items():
-        if found := re.search(rf"^\s+{re.escape(label)}: ({NUM})\s*$", report, re.M):
+        if found := re.search(rf"^[ \t]+{re.escape(label)}: ({NUM})\s*$", report, re.M):
             out.add(name, found[1])
-    if found := re.search(r"^\s+Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", report, re.M):
+    if found := re.search(r"^[ \t]+Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", report, re.M):
         out.add("elapsed_s", elapsed_seconds(found[1]))
-    if found := re.search(r"^\s+Percent of CPU this job got: (\d+)%", report, re.M):
+    if found := re.search(r"^[ \t]+Percent of CPU this job got: (\d+)%", report, re.M):
         out.add("cpu_pct", found[1])
     return bool(out.metrics)
 

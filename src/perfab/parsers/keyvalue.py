@@ -24,7 +24,8 @@ METRICS = (
                    "unit, else the name when it ends in '/s'; direction: option higher_is_better, else none"),
 )
 
-_LINE = re.compile(rf"^\s*([A-Za-z_][\w ./%()-]*?)\s*[:=]\s*({NUM})(?:\s*([A-Za-z%/][\w/%]*))?\s*$")
+# the name is possessive (*+): its trailing spaces are dropped later, and no backtracking makes a long line slow
+_LINE = re.compile(rf"^\s*+([A-Za-z_][\w ./%()-]*+)\s*+[:=]\s*({NUM})(?:\s*([A-Za-z%/][\w/%]*))?\s*$")
 
 
 def prepare(options: dict) -> dict:

@@ -60,11 +60,11 @@ def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
 
 
 def _totals(out: Collector, names: dict, body: str) -> None:
-    if found := re.search(rf"^\s*Total time:\s+({NUM}) \[sec\]", body, re.M):
+    if found := re.search(rf"^[ \t]*Total time:\s+({NUM}) \[sec\]", body, re.M):
         out.add("{subsystem}_{bench}_total_s", found[1], **names)
-    if found := re.search(rf"^\s*({NUM}) usecs/op\s*$", body, re.M):
+    if found := re.search(rf"^[ \t]*({NUM}) usecs/op\s*$", body, re.M):
         out.add("{subsystem}_{bench}_us_per_op", found[1], **names)
-    if found := re.search(rf"^\s*({NUM}) ops/sec\s*$", body, re.M):
+    if found := re.search(rf"^[ \t]*({NUM}) ops/sec\s*$", body, re.M):
         out.add("{subsystem}_{bench}_ops_per_s", found[1], **names)
 
 
@@ -85,6 +85,6 @@ def _summary_ms(out: Collector, names: dict, body: str) -> None:
 
 def _bandwidth(out: Collector, names: dict, body: str) -> None:
     """mem memcpy/memset: one rate per ``# function '<name>'`` block."""
-    block = rf"^# function '([\w-]+)'(?:(?!^# function).)*?^\s+({NUM}) (GB|MB|KB|bytes)/sec"
+    block = rf"^# function '([\w-]+)'(?:(?!^# function).)*?^[ \t]+({NUM}) (GB|MB|KB|bytes)/sec"
     for function, value, unit in re.findall(block, body, re.M | re.S):
         out.add("{subsystem}_{bench}_{function}_gb_per_s", value, scale=_GB[unit], function=function, **names)

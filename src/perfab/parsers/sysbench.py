@@ -35,18 +35,18 @@ METRICS = (
 
 # regex with one group -> metric name
 _FIELDS = {
-    rf"^\s+events per second:\s+({NUM})": "events_per_s",
+    rf"^[ \t]+events per second:\s+({NUM})": "events_per_s",
     rf"^Total operations: \d+ \(({NUM}) per second\)": "operations_per_s",
     rf"^{NUM} MiB transferred \(({NUM}) MiB/sec\)": "transfer_mib_per_s",
-    rf"^\s+transactions:\s+\d+\s+\(({NUM}) per sec\.\)": "transactions_per_s",
-    rf"^\s+queries:\s+\d+\s+\(({NUM}) per sec\.\)": "queries_per_s",
-    rf"^\s+min:\s+({NUM})": "latency_min_ms",
-    rf"^\s+avg:\s+({NUM})": "latency_avg_ms",
-    rf"^\s+max:\s+({NUM})": "latency_max_ms",
-    rf"^\s+sum:\s+({NUM})": "latency_sum_ms",
-    rf"^\s+events \(avg/stddev\):\s+({NUM})/": "thread_events_avg",
-    rf"^\s+events \(avg/stddev\):\s+{NUM}/({NUM})": "thread_events_stddev",
-    rf"^\s+execution time \(avg/stddev\):\s+({NUM})/": "thread_exec_avg_s",
+    rf"^[ \t]+transactions:\s+\d+\s+\(({NUM}) per sec\.\)": "transactions_per_s",
+    rf"^[ \t]+queries:\s+\d+\s+\(({NUM}) per sec\.\)": "queries_per_s",
+    rf"^[ \t]+min:\s+({NUM})": "latency_min_ms",
+    rf"^[ \t]+avg:\s+({NUM})": "latency_avg_ms",
+    rf"^[ \t]+max:\s+({NUM})": "latency_max_ms",
+    rf"^[ \t]+sum:\s+({NUM})": "latency_sum_ms",
+    rf"^[ \t]+events \(avg/stddev\):\s+({NUM})/": "thread_events_avg",
+    rf"^[ \t]+events \(avg/stddev\):\s+{NUM}/({NUM})": "thread_events_stddev",
+    rf"^[ \t]+execution time \(avg/stddev\):\s+({NUM})/": "thread_exec_avg_s",
 }
 
 
@@ -54,11 +54,11 @@ def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
     """Metrics from the summary; ParseError without 'total time:'."""
     text = combined(stdout, stderr)
     out = Collector(TOOL, METRICS)
-    total = out.add("total_time_s", need(rf"^\s+total time:\s+({NUM})s", text, TOOL, "'total time:' line")[1])
-    events = need(rf"^\s+total number of events:\s+({NUM})", text, TOOL, "'total number of events:' line")
+    total = out.add("total_time_s", need(rf"^[ \t]+total time:\s+({NUM})s", text, TOOL, "'total time:' line")[1])
+    events = need(rf"^[ \t]+total number of events:\s+({NUM})", text, TOOL, "'total number of events:' line")
     events = out.add("total_events", events[1])
     out.table(_FIELDS, text)
-    if pct := last_match(rf"^\s+(\d+(?:\.\d+)?)th percentile:\s+({NUM})", text):
+    if pct := last_match(rf"^[ \t]+(\d+(?:\.\d+)?)th percentile:\s+({NUM})", text):
         out.add("latency_p{N}_ms", pct[2], N=pct[1])
     if "events_per_s" not in out.metrics and total.value > 0:
         out.add("events_per_s", events.value / total.value)

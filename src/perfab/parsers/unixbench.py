@@ -41,8 +41,11 @@ METRICS = (
 )
 
 _SECTION = re.compile(r"^\d+ CPUs? in system; running (\d+) parallel cop", re.M)
-_RESULT = re.compile(rf"^(\S.*?)\s{{2,}}({NUM}) (\w+)\s+\({NUM} s, \d+ samples\)\s*$", re.M)
-_INDEX_ROW = re.compile(rf"^(\S.*?)\s{{2,}}({NUM})\s+({NUM})\s+({NUM})\s*$", re.M)
+# a test name is words with single spaces between them (possessive, so a long line cannot make the
+# search quadratic); two or more spaces separate it from the numbers
+_NAME = r"\S+(?: \S+)*+"
+_RESULT = re.compile(rf"^({_NAME})[ \t]{{2,}}({NUM}) (\w+)[ \t]+\({NUM} s, \d+ samples\)[ \t]*$", re.M)
+_INDEX_ROW = re.compile(rf"^({_NAME})[ \t]{{2,}}({NUM})[ \t]+({NUM})[ \t]+({NUM})[ \t]*$", re.M)
 _SCORE = re.compile(rf"^System Benchmarks Index Score.*?\s({NUM})\s*$", re.M)
 
 

@@ -53,7 +53,7 @@ def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
     out.add("requests_per_s", need(rf"^Requests/sec:\s+({NUM})", text, TOOL, "'Requests/sec' line")[1])
     if transfer := last_match(rf"^Transfer/sec:\s+({NUM})([KMGT]?B)", text):
         out.add("transfer_mb_per_s", transfer[1], scale=_BYTES_MIB[transfer[2]])
-    if total := last_match(rf"^\s+(\d+) requests in ({NUM})(\w+), ({NUM})([KMGT]?B) read", text):
+    if total := last_match(rf"^[ \t]+(\d+) requests in ({NUM})(\w+), ({NUM})([KMGT]?B) read", text):
         out.add("requests", total[1])
         out.add("duration_s", total[2], scale=_micros(total[3]) / 1e6)
         out.add("read_mb", total[4], scale=_BYTES_MIB[total[5]])
@@ -65,24 +65,24 @@ def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
 
 def _thread_stats(out: Collector, text: str) -> None:
     """The 'Latency' and 'Req/Sec' rows of the per-thread statistics."""
-    if lat := last_match(rf"^\s+Latency\s+({NUM})(\w+)\s+({NUM})(\w+)\s+({NUM})(\w+)", text):
+    if lat := last_match(rf"^[ \t]+Latency\s+({NUM})(\w+)\s+({NUM})(\w+)\s+({NUM})(\w+)", text):
         for i, stat in ((1, "avg"), (3, "stdev"), (5, "max")):
             out.add(f"latency_{stat}_us", lat[i], scale=_micros(lat[i + 1]))
-    if req := last_match(rf"^\s+Req/Sec\s+({NUM})([kMG]?)\s", text):
+    if req := last_match(rf"^[ \t]+Req/Sec\s+({NUM})([kMG]?)\s", text):
         out.add("thread_requests_per_s", req[1], scale=_DECIMAL[req[2]])
 
 
 def _distribution(out: Collector, text: str) -> None:
     """``latency_p50_us`` ... from the ``--latency`` block."""
-    if block := last_match(r"^\s+Latency Distribution\n((?:\s+\d+(?:\.\d+)?%\s+\S+\n?)+)", text):
+    if block := last_match(r"^[ \t]+Latency Distribution\n((?:[ \t]+\d+(?:\.\d+)?%[ \t]+\S+\n?)+)", text):
         for pct, value, unit in re.findall(rf"(\d+(?:\.\d+)?)%\s+({NUM})(\w+)", block[1]):
             out.add("latency_p{N}_us", value, scale=_micros(unit), N=pct)
 
 
 def _errors(out: Collector, text: str) -> None:
     """Socket errors and non-2xx/3xx responses, reported only when non-zero."""
-    if non2xx := last_match(r"^\s+Non-2xx or 3xx responses:\s+(\d+)", text):
+    if non2xx := last_match(r"^[ \t]+Non-2xx or 3xx responses:\s+(\d+)", text):
         out.add("non_2xx_3xx_responses", non2xx[1])
-    if errs := last_match(r"^\s+Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text):
+    if errs := last_match(r"^[ \t]+Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text):
         for i, kind in enumerate(("connect", "read", "write", "timeout"), start=1):
             out.add("socket_errors_{kind}", errs[i], kind=kind)
