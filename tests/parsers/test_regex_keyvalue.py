@@ -10,18 +10,36 @@ def test_keyvalue_on_the_bundled_demo(recorded):
     m = get_parser("keyvalue")(*recorded("keyvalue", "lockbench_inline_256sites"))
     assert m == {
         "checksum": ParsedMetric(float("14508187014339382782"), "", None),
-        "ops/s": ParsedMetric(58974972.0, "ops/s", True),
+        "ops/s": ParsedMetric(58974972.0, "ops/s", None),
     }
-    outline = get_parser("keyvalue", {"only": ["ops/s"]})(*recorded("keyvalue", "lockbench_outline_256sites"))
+    outline = get_parser("keyvalue", {"only": ["ops/s"], "higher_is_better": {"ops/s": True}})(
+        *recorded("keyvalue", "lockbench_outline_256sites"))
     assert outline == {"ops/s": ParsedMetric(61426101.0, "ops/s", True)}
 
 
 def test_keyvalue_units_directions_and_overrides():
-    text = "latency = 3.5 ms\nThroughput: 12 MB/s\nerrors: 0\nerrors: 2\n"
-    m = get_parser("keyvalue", {"higher_is_better": {"errors": False}, "units": {"errors": "count"}})(text, "")
+    text = "latency = 3.5 ms\nThroughput: 12 MB/s\nerrors: 0\nerrors: 2\nops/s: 7\n"
+    options = {"higher_is_better": {"errors": False, "ops/s": True}, "units": {"errors": "count"}}
+    m = get_parser("keyvalue", options)(text, "")
     assert m["latency"] == ParsedMetric(3.5, "ms", None)
-    assert m["Throughput"] == ParsedMetric(12.0, "MB/s", True)
     assert m["errors"] == ParsedMetric(2.0, "count", False)
+    assert m["ops/s"] == ParsedMetric(7.0, "ops/s", True)
+
+
+def test_keyvalue_guessed_higher_is_better_from_rate_and_throughput_names():
+    # It used to call any name ending in "/s" or containing "throughput" higher-is-better.
+    m = get_parser("keyvalue")("Throughput: 12 MB/s\ncache-misses/s: 40\n", "")
+    assert m["Throughput"] == ParsedMetric(12.0, "MB/s", None)
+    assert m["cache-misses/s"] == ParsedMetric(40.0, "cache-misses/s", None)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"units": {"x": 3}}, "units must be a table of metric name -> unit string"),
+    ({"higher_is_better": {"x": "yes"}}, "higher_is_better must be a table of metric name -> true or false"),
+])
+def test_keyvalue_bad_option_values(options, message):
+    with pytest.raises(UsageError, match=message):
+        get_parser("keyvalue", options)
 
 
 def test_keyvalue_missing_required_name(recorded):
@@ -62,5 +80,5 @@ def test_regex_bad_options(options, message):
 
 
 def test_regex_capture_not_a_number():
-    with pytest.raises(ParseError, match="captured 'abc', which is not a number"):
+    with pytest.raises(ParseError, match="captured 'abc', which is not a finite number"):
         get_parser("regex", {"patterns": {"x": r"x=(\w+)"}})("x=abc", "")

@@ -10,60 +10,65 @@ from __future__ import annotations
 
 import re
 
-from perfab.parsers._base import NUM, ParsedMetric, combined, last_match, metric, need
+from perfab.parsers._base import NUM, Collector, DeclaredMetric as M, ParsedMetric, combined, last_match, need
 
 OPTIONS: frozenset[str] = frozenset()
 
 TOOL = "ab"
 
-# printed label -> (metric name, unit, higher_is_better)
+METRICS = (
+    M("requests_per_s", "req/s", True, "'Requests per second': completed requests over the test time"),
+    M("time_taken_s", "s", False, "'Time taken for tests': wall time of the whole run"),
+    M("complete_requests", "count", None, "'Complete requests': requests that got a response"),
+    M("failed_requests", "count", False, "'Failed requests': connect, receive, length and exception failures"),
+    M("non_2xx_responses", "count", False, "'Non-2xx responses': answers outside 200-299"),
+    M("keepalive_requests", "count", None, "'Keep-Alive requests': requests served on a kept-alive connection"),
+    M("write_errors", "count", False, "'Write errors': failed request writes"),
+    M("total_transferred_bytes", "bytes", None, "'Total transferred': bytes received, headers included"),
+    M("transfer_rate_kbps", "KB/s", True, "'Transfer rate': KB (1024 B) received per second"),
+    M("time_per_request_ms", "ms", False, "'Time per request ... (mean)': concurrency x time / requests"),
+    M("time_per_request_all_ms", "ms", False, "'Time per request ... (mean, across all concurrent requests)'"),
+    M("failed_{kind}", "count", False, "failed requests by kind: connect, receive, length, exceptions"),
+    M("{phase}_mean_ms", "ms", False, "'Connection Times' mean of connect, processing, waiting or total"),
+    M("{phase}_median_ms", "ms", False, "'Connection Times' median of connect, processing, waiting or total"),
+    M("latency_p{N}_ms", "ms", False, "percentile N of the time to serve a request (the percentage table)"),
+)
+
+# printed label -> metric name
 _FIELDS = {
-    "Time taken for tests": ("time_taken_s", "s", False),
-    "Complete requests": ("complete_requests", "count", None),
-    "Failed requests": ("failed_requests", "count", False),
-    "Non-2xx responses": ("non_2xx_responses", "count", False),
-    "Keep-Alive requests": ("keepalive_requests", "count", None),
-    "Write errors": ("write_errors", "count", False),
-    "Total transferred": ("total_transferred_bytes", "bytes", None),
-    "Transfer rate": ("transfer_rate_kbps", "KB/s", True),
+    "Time taken for tests": "time_taken_s",
+    "Complete requests": "complete_requests",
+    "Failed requests": "failed_requests",
+    "Non-2xx responses": "non_2xx_responses",
+    "Keep-Alive requests": "keepalive_requests",
+    "Write errors": "write_errors",
+    "Total transferred": "total_transferred_bytes",
+    "Transfer rate": "transfer_rate_kbps",
 }
 
 
 def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
     """Metrics from ab's summary; ParseError without a 'Requests per second' line."""
     text = combined(stdout, stderr)
-    rps = need(rf"^Requests per second:\s+({NUM})", text, TOOL, "'Requests per second' line")
-    out = {"requests_per_s": metric(rps[1], "req/s", True)}
-    for label, (name, unit, better) in _FIELDS.items():
-        found = last_match(rf"^{re.escape(label)}:\s+({NUM})", text)
-        if found:
-            out[name] = metric(found[1], unit, better)
+    out = Collector(TOOL, METRICS)
+    out.add("requests_per_s", need(rf"^Requests per second:\s+({NUM})", text, TOOL, "'Requests per second' line")[1])
+    out.table({rf"^{re.escape(label)}:\s+({NUM})": name for label, name in _FIELDS.items()}, text)
     per_request = re.findall(rf"^Time per request:\s+({NUM}) \[ms\] \(mean(, across .*)?\)", text, re.M)
     for value, across in per_request:
-        name = "time_per_request_all_ms" if across else "time_per_request_ms"
-        out[name] = metric(value, "ms", False)
-    breakdown = last_match(r"^\s+\(Connect: (\d+), Receive: (\d+), Length: (\d+), Exceptions: (\d+)\)", text)
+        out.add("time_per_request_all_ms" if across else "time_per_request_ms", value)
+    breakdown = last_match(r"^[ \t]+\(Connect: (\d+), Receive: (\d+), Length: (\d+), Exceptions: (\d+)\)", text)
     if breakdown:
         for i, kind in enumerate(("connect", "receive", "length", "exceptions"), start=1):
-            out[f"failed_{kind}"] = metric(breakdown[i], "count", False)
-    out.update(_connection_times(text))
-    out.update(_percentiles(text))
-    return out
+            out.add("failed_{kind}", breakdown[i], kind=kind)
+    _connection_times(out, text)
+    for pct, value in re.findall(rf"^[ \t]+(\d+)%\s+({NUM})", text, re.M):
+        out.add("latency_p{N}_ms", value, N=pct)
+    return out.metrics
 
 
-def _connection_times(text: str) -> dict[str, ParsedMetric]:
+def _connection_times(out: Collector, text: str) -> None:
     """Mean and median of each row of the 'Connection Times (ms)' table."""
-    out = {}
     row = rf"^(Connect|Processing|Waiting|Total):\s+({NUM})\s+({NUM})\s+({NUM})\s+({NUM})\s+({NUM})"
-    for name, _min, mean, _sd, median, _max in re.findall(row, text, re.M):
-        out[f"{name.lower()}_mean_ms"] = metric(mean, "ms", False)
-        out[f"{name.lower()}_median_ms"] = metric(median, "ms", False)
-    return out
-
-
-def _percentiles(text: str) -> dict[str, ParsedMetric]:
-    """``latency_p50_ms`` ... ``latency_p100_ms`` from the percentage table."""
-    out = {}
-    for pct, value in re.findall(rf"^\s+(\d+)%\s+({NUM})", text, re.M):
-        out[f"latency_p{pct}_ms"] = metric(value, "ms", False)
-    return out
+    for phase, _min, mean, _sd, median, _max in re.findall(row, text, re.M):
+        out.add("{phase}_mean_ms", mean, phase=phase)
+        out.add("{phase}_median_ms", median, phase=phase)

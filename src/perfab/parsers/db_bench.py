@@ -11,11 +11,20 @@ from __future__ import annotations
 
 import re
 
-from perfab.parsers._base import NUM, ParsedMetric, combined, metric, missing, slug
+from perfab.parsers._base import NUM, Collector, DeclaredMetric as M, ParsedMetric, combined
 
 OPTIONS: frozenset[str] = frozenset()
 
 TOOL = "db_bench"
+
+METRICS = (
+    M("{bench}_us_per_op", "us", False, "'micros/op': mean time per operation of one benchmark"),
+    M("{bench}_ops_per_s", "ops/s", True, "'ops/sec': operations per second of one benchmark"),
+    M("{bench}_elapsed_s", "s", False, "'seconds': the benchmark's run time (newer releases)"),
+    M("{bench}_mb_per_s", "MB/s", True, "'MB/s': bytes per second of benchmarks that move data"),
+    M("{bench}_p{N}_us", "us", False, "'Percentiles:' (--histogram=1): percentile N of the time per operation"),
+)
+
 _BENCH = re.compile(
     rf"^(\w[\w\[\]\-.]*)\s*:\s+({NUM}) micros/op ({NUM}) ops/sec;?"
     rf"(?: ({NUM}) seconds ({NUM}) operations;)?(?:\s+({NUM}) MB/s)?"
@@ -25,30 +34,22 @@ _PERCENTILES = re.compile(r"^Percentiles:((?:\s+P[\d.]+:\s+\S+)+)")
 
 def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
     """Metrics per benchmark; ParseError when no 'micros/op' line is present."""
-    out: dict[str, ParsedMetric] = {}
+    out = Collector(TOOL, METRICS)
     current = None
     for line in combined(stdout, stderr).splitlines():
-        found = _BENCH.match(line)
-        if found:
-            current = slug(found[1])
-            out.update(_bench_metrics(current, found))
-            continue
-        pct = _PERCENTILES.match(line)
-        if pct and current:
+        if found := _BENCH.match(line):
+            current = found[1]
+            _bench_metrics(out, current, found)
+        elif (pct := _PERCENTILES.match(line)) and current:
             for p, value in re.findall(rf"P([\d.]+):\s+({NUM})", pct[1]):
-                out[f"{current}_p{p.replace('.', '_')}_us"] = metric(value, "us", False)
-    if not out:
-        raise missing(TOOL, "'<benchmark> : ... micros/op ... ops/sec' line")
-    return out
+                out.add("{bench}_p{N}_us", value, bench=current, N=p)
+    return out.result("'<benchmark> : ... micros/op ... ops/sec' line")
 
 
-def _bench_metrics(name: str, found: re.Match[str]) -> dict[str, ParsedMetric]:
-    out = {
-        f"{name}_us_per_op": metric(found[2], "us", False),
-        f"{name}_ops_per_s": metric(found[3], "ops/s", True),
-    }
+def _bench_metrics(out: Collector, bench: str, found: re.Match[str]) -> None:
+    out.add("{bench}_us_per_op", found[2], bench=bench)
+    out.add("{bench}_ops_per_s", found[3], bench=bench)
     if found[4] is not None:
-        out[f"{name}_elapsed_s"] = metric(found[4], "s", False)
+        out.add("{bench}_elapsed_s", found[4], bench=bench)
     if found[6] is not None:
-        out[f"{name}_mb_per_s"] = metric(found[6], "MB/s", True)
-    return out
+        out.add("{bench}_mb_per_s", found[6], bench=bench)

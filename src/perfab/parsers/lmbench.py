@@ -17,12 +17,24 @@ from __future__ import annotations
 
 import re
 
-from perfab.parsers._base import NUM, ParsedMetric, combined, metric, nonempty, slug
+from perfab.parsers._base import NUM, Collector, DeclaredMetric as M, ParseError, ParsedMetric, combined, number
 
 OPTIONS: frozenset[str] = frozenset()
 
-_UNITS = {"microseconds": ("us", False), "nanoseconds": ("ns", False),
-          "milliseconds": ("ms", False), "MB/sec": ("mb_per_s", True)}
+TOOL = "lmbench"
+
+METRICS = (
+    M("{label}_us", "us", False, "'<label>: X microseconds': a latency (lat_syscall, lat_proc, lat_pipe, ...)"),
+    M("{label}_ns", "ns", False, "'<label>: X nanoseconds': a latency"),
+    M("{label}_ms", "ms", False, "'<label>: X milliseconds': a latency"),
+    M("{label}_mb_per_s", "MB/s", True, "'<label>: X MB/sec': a bandwidth (bw_pipe, bw_unix, ...)"),
+    M("ctx_{size}k_{procs}procs_us", "us", False, "lat_ctx: context-switch time with <procs> processes of <size> KB"),
+    M("bandwidth_mb_per_s", "MB/s", True, "bw_mem and other bw_*: the MB/s of a lone '<MB> <MB/s>' line"),
+)
+
+# printed unit -> metric name
+_UNITS = {"microseconds": "{label}_us", "nanoseconds": "{label}_ns", "milliseconds": "{label}_ms",
+          "MB/sec": "{label}_mb_per_s"}  # fmt: skip
 _LABELLED = re.compile(rf"^([A-Za-z][^:]*): ({NUM}) (microseconds|nanoseconds|milliseconds|MB/sec)\s*$")
 _CTX_HEADER = re.compile(rf'^"size=(\d+)k ovr=({NUM})')
 _PAIR = re.compile(rf"^({NUM}) ({NUM})\s*$")
@@ -30,24 +42,27 @@ _PAIR = re.compile(rf"^({NUM}) ({NUM})\s*$")
 
 def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
     """Every result line lmbench printed; ParseError when there is none."""
-    out: dict[str, ParsedMetric] = {}
+    out = Collector(TOOL, METRICS)
     ctx_size = None
     for line in combined(stdout, stderr).splitlines():
         if found := _LABELLED.match(line):
-            suffix, better = _UNITS[found[3]]
-            unit = "MB/s" if better else suffix
-            out[f"{slug(found[1])}_{suffix}"] = metric(found[2], unit, better)
+            out.add(_UNITS[found[3]], found[2], label=found[1])
         elif found := _CTX_HEADER.match(line):
             ctx_size = found[1]
         elif found := _PAIR.match(line):
-            out.update(_pair(found, ctx_size))
+            _pair(out, found, ctx_size)
         elif line.startswith('"'):
             ctx_size = None
-    return nonempty(out, "lmbench", "'<label>: <value> microseconds' or bandwidth line")
+    return out.result("'<label>: <value> microseconds' or bandwidth line")
 
 
-def _pair(found: re.Match[str], ctx_size: str | None) -> dict[str, ParsedMetric]:
+def _pair(out: Collector, found: re.Match[str], ctx_size: str | None) -> None:
     """A ``<x> <y>`` line: lat_ctx's procs/us inside its block, else bw_*'s MB and MB/s."""
-    if ctx_size is not None:
-        return {f"ctx_{ctx_size}k_{int(float(found[1]))}procs_us": metric(found[2], "us", False)}
-    return {"bandwidth_mb_per_s": metric(found[2], "MB/s", True)}
+    if ctx_size is None:
+        out.add("bandwidth_mb_per_s", found[2])
+        return
+    procs = number(found[1], "lmbench lat_ctx process count")
+    if not procs.is_integer() or procs < 0:
+        raise ParseError(f"lmbench lat_ctx line {found[0][:40]!r} does not start with a process count: "
+                         "check the workload's output")
+    out.add("ctx_{size}k_{procs}procs_us", found[2], size=ctx_size, procs=int(procs))

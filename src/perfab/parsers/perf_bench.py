@@ -18,9 +18,21 @@ from __future__ import annotations
 
 import re
 
-from perfab.parsers._base import NUM, ParseError, ParsedMetric, combined, metric, slug
+from perfab.parsers._base import NUM, Collector, DeclaredMetric as M, ParseError, ParsedMetric, combined
 
 OPTIONS: frozenset[str] = frozenset()
+
+TOOL = "perf bench"
+
+METRICS = (
+    M("{subsystem}_{bench}_total_s", "s", False, "'Total time: X [sec]' of sched pipe/messaging and syscall"),
+    M("{subsystem}_{bench}_us_per_op", "us", False, "'X usecs/op': time per operation"),
+    M("{subsystem}_{bench}_ops_per_s", "ops/s", True, "'N ops/sec' or 'Averaged N operations/sec'"),
+    M("{subsystem}_{bench}_rsd_pct", "%", None, "the '(+- P%)' after an average: its relative standard deviation"),
+    M("{subsystem}_{bench}_{kind}_ops", "count", True, "epoll ctl: 'Averaged N ADD|MOD|DEL operations'"),
+    M("{subsystem}_{bench}_ms", "ms", False, "futex wake/requeue/wake-parallel: the summary's '... in X ms'"),
+    M("{subsystem}_{bench}_{function}_gb_per_s", "GiB/s", True, "mem memcpy/memset: rate of one '# function'"),
+)
 
 _HEADER = re.compile(r"^# Running '([\w-]+)/([\w-]+)' benchmark:", re.M)
 _GB = {"GB": 1.0, "MB": 1 / 1024, "KB": 1 / 1024**2, "bytes": 1 / 1024**3}
@@ -35,60 +47,44 @@ def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
             "perf bench output has no \"# Running '<subsystem>/<bench>' benchmark:\" line: "
             "is the workload really perf bench, run without '-f simple'?"
         )
-    out: dict[str, ParsedMetric] = {}
+    out = Collector(TOOL, METRICS)
     for i, head in enumerate(headers):
         end = headers[i + 1].start() if i + 1 < len(headers) else len(text)
-        prefix = f"{slug(head[1])}_{slug(head[2])}"
-        found = _section(prefix, text[head.end() : end])
-        if not found:
+        before = out.added
+        for reader in (_totals, _averaged, _summary_ms, _bandwidth):
+            reader(out, {"subsystem": head[1], "bench": head[2]}, text[head.end() : end])
+        if out.added == before:
             raise ParseError(f"perf bench {head[1]}/{head[2]} printed no result perfab can read: "
                              "it supports sched, syscall, futex, epoll and mem benchmarks")
-        out.update(found)
-    return out
+    return out.metrics
 
 
-def _section(prefix: str, body: str) -> dict[str, ParsedMetric]:
-    """Every result form that occurs in one benchmark's output."""
-    out: dict[str, ParsedMetric] = {}
-    for reader in (_totals, _averaged, _summary_ms, _bandwidth):
-        out.update(reader(prefix, body))
-    return out
+def _totals(out: Collector, names: dict, body: str) -> None:
+    if found := re.search(rf"^[ \t]*Total time:\s+({NUM}) \[sec\]", body, re.M):
+        out.add("{subsystem}_{bench}_total_s", found[1], **names)
+    if found := re.search(rf"^[ \t]*({NUM}) usecs/op\s*$", body, re.M):
+        out.add("{subsystem}_{bench}_us_per_op", found[1], **names)
+    if found := re.search(rf"^[ \t]*({NUM}) ops/sec\s*$", body, re.M):
+        out.add("{subsystem}_{bench}_ops_per_s", found[1], **names)
 
 
-def _totals(prefix: str, body: str) -> dict[str, ParsedMetric]:
-    out = {}
-    if found := re.search(rf"^\s*Total time:\s+({NUM}) \[sec\]", body, re.M):
-        out[f"{prefix}_total_s"] = metric(found[1], "s", False)
-    if found := re.search(rf"^\s*({NUM}) usecs/op\s*$", body, re.M):
-        out[f"{prefix}_us_per_op"] = metric(found[1], "us", False)
-    if found := re.search(rf"^\s*({NUM}) ops/sec\s*$", body, re.M):
-        out[f"{prefix}_ops_per_s"] = metric(found[1], "ops/s", True)
-    return out
-
-
-def _averaged(prefix: str, body: str) -> dict[str, ParsedMetric]:
-    out = {}
+def _averaged(out: Collector, names: dict, body: str) -> None:
     if found := re.search(rf"^Averaged ({NUM}) operations/sec \(\+- ({NUM})%\)", body, re.M):
-        out[f"{prefix}_ops_per_s"] = metric(found[1], "ops/s", True)
-        out[f"{prefix}_rsd_pct"] = metric(found[2], "%", None)
+        out.add("{subsystem}_{bench}_ops_per_s", found[1], **names)
+        out.add("{subsystem}_{bench}_rsd_pct", found[2], **names)
     for value, kind in re.findall(rf"^Averaged ({NUM}) (\w+) operations \(", body, re.M):
-        out[f"{prefix}_{kind.lower()}_ops"] = metric(value, "count", True)
-    return out
+        out.add("{subsystem}_{bench}_{kind}_ops", value, kind=kind, **names)
 
 
-def _summary_ms(prefix: str, body: str) -> dict[str, ParsedMetric]:
+def _summary_ms(out: Collector, names: dict, body: str) -> None:
     """The un-numbered last line of futex wake/requeue/wake-parallel."""
-    out = {}
     if found := re.search(rf"^(?!\[Run)\S.* in ({NUM}) ms \(\+-\s*({NUM})%\)", body, re.M):
-        out[f"{prefix}_ms"] = metric(found[1], "ms", False)
-        out[f"{prefix}_rsd_pct"] = metric(found[2], "%", None)
-    return out
+        out.add("{subsystem}_{bench}_ms", found[1], **names)
+        out.add("{subsystem}_{bench}_rsd_pct", found[2], **names)
 
 
-def _bandwidth(prefix: str, body: str) -> dict[str, ParsedMetric]:
+def _bandwidth(out: Collector, names: dict, body: str) -> None:
     """mem memcpy/memset: one rate per ``# function '<name>'`` block."""
-    out = {}
-    block = rf"^# function '([\w-]+)'(?:(?!^# function).)*?^\s+({NUM}) (GB|MB|KB|bytes)/sec"
-    for name, value, unit in re.findall(block, body, re.M | re.S):
-        out[f"{prefix}_{slug(name)}_gb_per_s"] = metric(float(value) * _GB[unit], "GiB/s", True)
-    return out
+    block = rf"^# function '([\w-]+)'(?:(?!^# function).)*?^[ \t]+({NUM}) (GB|MB|KB|bytes)/sec"
+    for function, value, unit in re.findall(block, body, re.M | re.S):
+        out.add("{subsystem}_{bench}_{function}_gb_per_s", value, scale=_GB[unit], function=function, **names)

@@ -11,48 +11,49 @@ from __future__ import annotations
 import csv
 import re
 
-from perfab.parsers._base import NUM, ParsedMetric, combined, lines, metric, missing, slug
+from perfab.parsers._base import NUM, Collector, DeclaredMetric as M, ParseError, ParsedMetric, combined, lines
 
 OPTIONS: frozenset[str] = frozenset()
 
 TOOL = "redis-benchmark"
+
+METRICS = (
+    M("{test}_requests_per_s", "req/s", True, "requests per second of one test (CSV 'rps', or -q)"),
+    M("{test}_latency_{stat}_ms", "ms", False, "CSV '<stat>_latency_ms' (avg, min, p50, p95, p99, max); -q: p50"),
+)
+
 _QUIET = re.compile(rf"^([A-Z][\w ()-]*?): ({NUM}) requests per second(?:, p50=({NUM}) msec)?")
 
 
 def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
     """Metrics per test; ParseError when no CSV row or ``-q`` line is found."""
     text = combined(stdout, stderr)
-    out = _from_csv(text)
+    out = Collector(TOOL, METRICS)
+    _from_csv(out, text)
     for line in lines(text):
         if found := _QUIET.match(line.strip()):
-            name = slug(found[1])
-            out[f"{name}_requests_per_s"] = metric(found[2], "req/s", True)
+            out.add("{test}_requests_per_s", found[2], test=found[1])
             if found[3] is not None:
-                out[f"{name}_latency_p50_ms"] = metric(found[3], "ms", False)
-    if not out:
-        raise missing(TOOL, "CSV row (\"test\",\"rps\",...) or 'requests per second' line")
-    return out
+                out.add("{test}_latency_{stat}_ms", found[3], test=found[1], stat="p50")
+    return out.result("CSV row (\"test\",\"rps\",...) or 'requests per second' line")
 
 
-def _from_csv(text: str) -> dict[str, ParsedMetric]:
-    out: dict[str, ParsedMetric] = {}
+def _from_csv(out: Collector, text: str) -> None:
     header: list[str] = ["test", "rps"]
-    rows = [line for line in lines(text) if line.startswith('"')]
-    for row in csv.reader(rows):
+    try:
+        rows = list(csv.reader(line for line in lines(text) if line.startswith('"')))
+    except csv.Error as err:
+        raise ParseError(f"redis-benchmark CSV cannot be read ({err}): check the workload's output") from None
+    for row in rows:
         if row and row[0] == "test":
             header = row
-            continue
-        if len(row) < 2 or not re.fullmatch(NUM, row[1]):
-            continue
-        name = slug(row[0])
-        for column, value in zip(header[1:], row[1:]):
-            out.update(_column(name, column, value))
-    return out
+        elif len(row) >= 2 and re.fullmatch(NUM, row[1]):
+            for column, value in zip(header[1:], row[1:]):
+                _column(out, row[0], column, value)
 
 
-def _column(name: str, column: str, value: str) -> dict[str, ParsedMetric]:
+def _column(out: Collector, test: str, column: str, value: str) -> None:
     if column == "rps":
-        return {f"{name}_requests_per_s": metric(value, "req/s", True)}
-    if found := re.fullmatch(r"(\w+)_latency_ms", column):
-        return {f"{name}_latency_{found[1]}_ms": metric(value, "ms", False)}
-    return {}
+        out.add("{test}_requests_per_s", value, test=test)
+    elif found := re.fullmatch(r"(\w+)_latency_ms", column):
+        out.add("{test}_latency_{stat}_ms", value, test=test, stat=found[1])

@@ -8,7 +8,8 @@ Options::
 
 Each pattern is searched in stdout, then stderr, in multi-line mode; the
 last match in a stream wins (summaries follow progress lines).  Thousands
-separators (``1,234``) are dropped before conversion.
+separators (``1,234``) are dropped before conversion; a capture that is not
+a finite number (``abc``, ``nan``, ``inf``, ``1e400``) raises ParseError.
 """
 
 from __future__ import annotations
@@ -16,9 +17,14 @@ from __future__ import annotations
 import re
 
 from perfab.errors import UsageError
-from perfab.parsers._base import ParseError, ParsedMetric, last_match, metric
+from perfab.parsers._base import DeclaredMetric, ParseError, ParsedMetric, last_match, number
 
 OPTIONS = frozenset({"patterns", "units", "higher_is_better"})
+
+METRICS = (
+    DeclaredMetric("{name}", None, None, "one per entry of option patterns; unit from option units (default ''), "
+                   "direction from option higher_is_better (default none)"),
+)
 
 
 def prepare(options: dict) -> dict:
@@ -64,9 +70,9 @@ def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
                              f"{pattern.pattern!r} against what the workload prints")
         raw = found["value"] if "value" in pattern.groupindex else found[1]
         try:
-            value = float((raw or "").replace(",", ""))
-        except ValueError:
-            raise ParseError(f"regex for metric {name!r} captured {raw!r}, which is not a number: "
-                             "make the group capture only the digits") from None
-        out[name] = metric(value, options["units"].get(name, ""), options["higher_is_better"].get(name))
+            value = number((raw or "").replace(",", ""), f"metric {name!r}")
+        except ParseError:
+            raise ParseError(f"regex for metric {name!r} captured {(raw or '')[:40]!r}, which is not a finite "
+                             "number: make the group capture only the number") from None
+        out[name] = ParsedMetric(value, options["units"].get(name, ""), options["higher_is_better"].get(name))
     return out

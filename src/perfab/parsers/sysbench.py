@@ -9,42 +9,57 @@ rate (threads, mutex) get ``events_per_s`` = total events / total time.
 
 from __future__ import annotations
 
-from perfab.parsers._base import NUM, ParsedMetric, combined, last_match, metric, need, table_metrics
+from perfab.parsers._base import NUM, Collector, DeclaredMetric as M, ParsedMetric, combined, last_match, need
 
 OPTIONS: frozenset[str] = frozenset()
 
 TOOL = "sysbench"
 
-# regex with one group -> (metric name, unit, higher_is_better)
+METRICS = (
+    M("total_time_s", "s", None, "'total time:': the test's duration"),
+    M("total_events", "count", None, "'total number of events:'"),
+    M("events_per_s", "events/s", True, "'events per second:' (cpu), else total events / total time"),
+    M("operations_per_s", "ops/s", True, "memory: 'Total operations: N (R per second)'"),
+    M("transfer_mib_per_s", "MiB/s", True, "memory: 'X MiB transferred (R MiB/sec)'"),
+    M("transactions_per_s", "tx/s", True, "OLTP: 'transactions: N (R per sec.)'"),
+    M("queries_per_s", "queries/s", True, "OLTP: 'queries: N (R per sec.)'"),
+    M("latency_min_ms", "ms", False, "'Latency (ms)' min"),
+    M("latency_avg_ms", "ms", False, "'Latency (ms)' avg"),
+    M("latency_max_ms", "ms", False, "'Latency (ms)' max"),
+    M("latency_p{N}_ms", "ms", False, "'Latency (ms)' Nth percentile (--percentile, 95 by default)"),
+    M("latency_sum_ms", "ms", None, "'Latency (ms)' sum over all events"),
+    M("thread_events_avg", "count", None, "'Threads fairness' events per thread, mean"),
+    M("thread_events_stddev", "count", False, "'Threads fairness' events per thread, standard deviation"),
+    M("thread_exec_avg_s", "s", None, "'Threads fairness' execution time per thread, mean"),
+)
+
+# regex with one group -> metric name
 _FIELDS = {
-    rf"^\s+events per second:\s+({NUM})": ("events_per_s", "events/s", True),
-    rf"^Total operations: \d+ \(({NUM}) per second\)": ("operations_per_s", "ops/s", True),
-    rf"^{NUM} MiB transferred \(({NUM}) MiB/sec\)": ("transfer_mib_per_s", "MiB/s", True),
-    rf"^\s+transactions:\s+\d+\s+\(({NUM}) per sec\.\)": ("transactions_per_s", "tx/s", True),
-    rf"^\s+queries:\s+\d+\s+\(({NUM}) per sec\.\)": ("queries_per_s", "queries/s", True),
-    rf"^\s+min:\s+({NUM})": ("latency_min_ms", "ms", False),
-    rf"^\s+avg:\s+({NUM})": ("latency_avg_ms", "ms", False),
-    rf"^\s+max:\s+({NUM})": ("latency_max_ms", "ms", False),
-    rf"^\s+sum:\s+({NUM})": ("latency_sum_ms", "ms", None),
-    rf"^\s+events \(avg/stddev\):\s+({NUM})/": ("thread_events_avg", "count", None),
-    rf"^\s+events \(avg/stddev\):\s+{NUM}/({NUM})": ("thread_events_stddev", "count", False),
-    rf"^\s+execution time \(avg/stddev\):\s+({NUM})/": ("thread_exec_avg_s", "s", None),
+    rf"^[ \t]+events per second:\s+({NUM})": "events_per_s",
+    rf"^Total operations: \d+ \(({NUM}) per second\)": "operations_per_s",
+    rf"^{NUM} MiB transferred \(({NUM}) MiB/sec\)": "transfer_mib_per_s",
+    rf"^[ \t]+transactions:\s+\d+\s+\(({NUM}) per sec\.\)": "transactions_per_s",
+    rf"^[ \t]+queries:\s+\d+\s+\(({NUM}) per sec\.\)": "queries_per_s",
+    rf"^[ \t]+min:\s+({NUM})": "latency_min_ms",
+    rf"^[ \t]+avg:\s+({NUM})": "latency_avg_ms",
+    rf"^[ \t]+max:\s+({NUM})": "latency_max_ms",
+    rf"^[ \t]+sum:\s+({NUM})": "latency_sum_ms",
+    rf"^[ \t]+events \(avg/stddev\):\s+({NUM})/": "thread_events_avg",
+    rf"^[ \t]+events \(avg/stddev\):\s+{NUM}/({NUM})": "thread_events_stddev",
+    rf"^[ \t]+execution time \(avg/stddev\):\s+({NUM})/": "thread_exec_avg_s",
 }
 
 
 def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
     """Metrics from the summary; ParseError without 'total time:'."""
     text = combined(stdout, stderr)
-    total = need(rf"^\s+total time:\s+({NUM})s", text, TOOL, "'total time:' line")
-    events = need(rf"^\s+total number of events:\s+({NUM})", text, TOOL, "'total number of events:' line")
-    out = {
-        "total_time_s": metric(total[1], "s", None),
-        "total_events": metric(events[1], "count", None),
-    }
-    out.update(table_metrics(_FIELDS, text))
-    if pct := last_match(rf"^\s+(\d+(?:\.\d+)?)th percentile:\s+({NUM})", text):
-        out[f"latency_p{pct[1].replace('.', '_')}_ms"] = metric(pct[2], "ms", False)
-    if "events_per_s" not in out and out["total_time_s"].value > 0:
-        rate = out["total_events"].value / out["total_time_s"].value
-        out["events_per_s"] = metric(rate, "events/s", True)
-    return out
+    out = Collector(TOOL, METRICS)
+    total = out.add("total_time_s", need(rf"^[ \t]+total time:\s+({NUM})s", text, TOOL, "'total time:' line")[1])
+    events = need(rf"^[ \t]+total number of events:\s+({NUM})", text, TOOL, "'total number of events:' line")
+    events = out.add("total_events", events[1])
+    out.table(_FIELDS, text)
+    if pct := last_match(rf"^[ \t]+(\d+(?:\.\d+)?)th percentile:\s+({NUM})", text):
+        out.add("latency_p{N}_ms", pct[2], N=pct[1])
+    if "events_per_s" not in out.metrics and total.value > 0:
+        out.add("events_per_s", events.value / total.value)
+    return out.metrics

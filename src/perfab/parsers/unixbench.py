@@ -12,6 +12,9 @@ Not packaged by Debian.  Two forms, following ``UnixBench/Run``:
   (10.0 s, 1 samples)``) and an index table per number of parallel copies.
   Metrics: ``<test>_<unit>``, ``<test>_index`` and ``index_score``; when the
   run has several copy counts, sections after the first add ``_<n>copies``.
+
+Every UnixBench result is a rate or a score (the index is result / baseline),
+so each is higher-is-better.
 """
 
 from __future__ import annotations
@@ -19,14 +22,30 @@ from __future__ import annotations
 import re
 
 from perfab.errors import UsageError
-from perfab.parsers._base import NUM, ParsedMetric, combined, last_match, metric, missing, slug
+from perfab.parsers._base import NUM, Collector, DeclaredMetric as M, ParsedMetric
+from perfab.parsers._base import combined, last_match, missing, number
 
 OPTIONS = frozenset({"duration_s"})
 
 TOOL = "UnixBench"
+
+METRICS = (
+    M("{test}_{unit}", None, True, "./Run result line '<test>  <value> <unit> (...)'; unit as printed (lps, KBps)"),
+    M("{test}_index", "index", True, "./Run index table: the test's result / its baseline x 10"),
+    M("index_score", "index", True, "'System Benchmarks Index Score': geometric mean of the indexes"),
+    M("{test}_{unit}_{n}copies", None, True, "the result line of a later section, run with <n> parallel copies"),
+    M("{test}_index_{n}copies", "index", True, "the index of a later section, run with <n> parallel copies"),
+    M("index_score_{n}copies", "index", True, "the index score of a later section, run with <n> parallel copies"),
+    M("count", "count", True, "a program alone: its last 'COUNT|n|timebase|unit', work done in the fixed time"),
+    M("rate_{unit}", None, True, "a program alone: n per unit of time (timebase 0, 'TIME|', or option duration_s)"),
+)
+
 _SECTION = re.compile(r"^\d+ CPUs? in system; running (\d+) parallel cop", re.M)
-_RESULT = re.compile(rf"^(\S.*?)\s{{2,}}({NUM}) (\w+)\s+\({NUM} s, \d+ samples\)\s*$", re.M)
-_INDEX_ROW = re.compile(rf"^(\S.*?)\s{{2,}}({NUM})\s+({NUM})\s+({NUM})\s*$", re.M)
+# a test name is words with single spaces between them (possessive, so a long line cannot make the
+# search quadratic); two or more spaces separate it from the numbers
+_NAME = r"\S+(?: \S+)*+"
+_RESULT = re.compile(rf"^({_NAME})[ \t]{{2,}}({NUM}) (\w+)[ \t]+\({NUM} s, \d+ samples\)[ \t]*$", re.M)
+_INDEX_ROW = re.compile(rf"^({_NAME})[ \t]{{2,}}({NUM})[ \t]+({NUM})[ \t]+({NUM})[ \t]*$", re.M)
 _SCORE = re.compile(rf"^System Benchmarks Index Score.*?\s({NUM})\s*$", re.M)
 
 
@@ -41,39 +60,39 @@ def prepare(options: dict) -> dict:
 def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
     """Metrics from Run's report, else from a program's COUNT line."""
     text = combined(stdout, stderr)
+    out = Collector(TOOL, METRICS)
     sections = list(_SECTION.finditer(text))
     if sections:
-        return _from_report(text, sections)
-    return _from_count(text, options.get("duration_s"))
+        _from_report(out, text, sections)
+        return out.result("result line ('<test>  <value> lps (10.0 s, 7 samples)')")
+    _from_count(out, text, options.get("duration_s"))
+    return out.metrics
 
 
-def _from_report(text: str, sections: list[re.Match[str]]) -> dict[str, ParsedMetric]:
-    out: dict[str, ParsedMetric] = {}
+def _from_report(out: Collector, text: str, sections: list[re.Match[str]]) -> None:
     for i, head in enumerate(sections):
         end = sections[i + 1].start() if i + 1 < len(sections) else len(text)
         body = text[head.end():end]
-        suffix = f"_{head[1]}copies" if i > 0 else ""
-        for name, value, unit in _RESULT.findall(body):
-            out[f"{slug(name)}_{slug(unit)}{suffix}"] = metric(value, unit, True)
-        for name, _baseline, _result, index in _INDEX_ROW.findall(body):
-            out[f"{slug(name)}_index{suffix}"] = metric(index, "index", True)
+        copies = {"n": head[1]} if i > 0 else {}
+        suffix = "_{n}copies" if i > 0 else ""
+        for test, value, unit in _RESULT.findall(body):
+            out.add("{test}_{unit}" + suffix, value, with_unit=unit, test=test, unit=unit, **copies)
+        for test, _baseline, _result, index in _INDEX_ROW.findall(body):
+            out.add("{test}_index" + suffix, index, test=test, **copies)
         if score := _SCORE.search(body):
-            out[f"index_score{suffix}"] = metric(score[1], "index", True)
-    if not out:
-        raise missing(TOOL, "result line ('<test>  <value> lps (10.0 s, 7 samples)')")
-    return out
+            out.add("index_score" + suffix, score[1], **copies)
 
 
-def _from_count(text: str, duration_s: float | None) -> dict[str, ParsedMetric]:
+def _from_count(out: Collector, text: str, duration_s: float | None) -> None:
     count = last_match(rf"^COUNT\|({NUM})\|(\d+)\|(\w+)\s*$", text)
     if count is None:
         raise missing(TOOL, "'COUNT|n|timebase|unit' line")
-    value, timebase, unit = float(count[1]), int(count[2]), count[3]
+    timebase, unit = number(count[2], "UnixBench COUNT timebase"), count[3]
     if timebase == 0:
-        return {f"rate_{slug(unit)}": metric(value, unit, True)}
-    out = {"count": metric(value, "count", True)}
+        out.add("rate_{unit}", count[1], with_unit=unit, unit=unit)
+        return
+    value = out.add("count", count[1]).value
     time = last_match(rf"^TIME\|({NUM})\s*$", text)
-    seconds = float(time[1]) if time else duration_s
+    seconds = number(time[1], "UnixBench TIME seconds") if time else duration_s
     if seconds:
-        out[f"rate_{slug(unit)}"] = metric(value / (seconds / timebase), unit, True)
-    return out
+        out.add("rate_{unit}", value * timebase / seconds, with_unit=unit, unit=unit)

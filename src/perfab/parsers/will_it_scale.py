@@ -15,15 +15,24 @@ idle percentages.
 
 from __future__ import annotations
 
-import csv
 import re
 
 from perfab.errors import UsageError
-from perfab.parsers._base import ParsedMetric, combined, last_match, metric, missing
+from perfab.parsers._base import Collector, DeclaredMetric as M, ParseError, ParsedMetric, combined, last_match, missing
 
 OPTIONS = frozenset({"tasks"})
 
+TOOL = "will-it-scale"
+
+METRICS = (
+    M("ops_per_s", "ops/s", True, "'average:': operations per second summed over all tasks"),
+    M("per_task_ops_per_s", "ops/s", True, "with option tasks: the average divided by the number of tasks"),
+    M("{kind}_{n}tasks_ops_per_s", "ops/s", True, "runtest.py CSV: operations per second of n processes or threads"),
+    M("{kind}_{n}tasks_idle_pct", "%", None, "runtest.py CSV: idle CPU time with n processes or threads"),
+)
+
 _CSV_HEADER = "tasks,processes,processes_idle,threads,threads_idle,linear"
+_CSV_ROW = re.compile(r"^\d+(?:,[^,]*){5}$", re.ASCII)
 
 
 def prepare(options: dict) -> dict:
@@ -37,25 +46,32 @@ def prepare(options: dict) -> dict:
 def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
     """Metrics from a test binary's ``average:`` line or runtest.py's CSV."""
     text = combined(stdout, stderr)
+    out = Collector(TOOL, METRICS)
     if _CSV_HEADER in text:
-        return _from_csv(text)
+        _from_csv(out, text)
+        return out.metrics
     found = last_match(r"^average:(\d+)\s*$", text)
     if found is None:
-        raise missing("will-it-scale", "'average:' line (was the test run with -s N?)")
-    out = {"ops_per_s": metric(found[1], "ops/s", True)}
+        raise missing(TOOL, "'average:' line (was the test run with -s N?)")
+    average = out.add("ops_per_s", found[1])
     if options.get("tasks"):
-        out["per_task_ops_per_s"] = metric(int(found[1]) / options["tasks"], "ops/s", True)
-    return out
+        out.add("per_task_ops_per_s", average.value / options["tasks"])
+    return out.metrics
 
 
-def _from_csv(text: str) -> dict[str, ParsedMetric]:
-    body = text[text.index(_CSV_HEADER):].splitlines()
-    out: dict[str, ParsedMetric] = {}
-    for row in csv.DictReader(line for line in body if re.match(r"^[\w.,]+$", line)):
-        tasks = int(row["tasks"])
-        if tasks == 0:
+def _from_csv(out: Collector, text: str) -> None:
+    """The rows after the header: ``tasks`` (an integer, 0 is the idle baseline) and five numbers."""
+    body = text[text.index(_CSV_HEADER):].splitlines()[1:]
+    for line in body:
+        if not re.match(r"^[\w.,]+$", line):
+            continue
+        if not _CSV_ROW.match(line):
+            raise ParseError(f"will-it-scale CSV row {line[:40]!r} is not 'tasks' and five numbers: "
+                             "check the workload's output")
+        row = dict(zip(_CSV_HEADER.split(","), line.split(",")))
+        tasks = row["tasks"].lstrip("0")
+        if not tasks:
             continue
         for kind in ("processes", "threads"):
-            out[f"{kind}_{tasks}tasks_ops_per_s"] = metric(row[kind], "ops/s", True)
-            out[f"{kind}_{tasks}tasks_idle_pct"] = metric(row[f"{kind}_idle"], "%", None)
-    return out
+            out.add("{kind}_{n}tasks_ops_per_s", row[kind], kind=kind, n=tasks)
+            out.add("{kind}_{n}tasks_idle_pct", row[f"{kind}_idle"], kind=kind, n=tasks)

@@ -21,6 +21,17 @@ Rows with no counter carry metrics only: TopdownL1 rows such as
 several metrics; their ``event`` is ``""``.  A metric-group header
 (``,225849327050,100.00,,,,TopdownL1`` in perf >= 6.5) is a row with
 ``event == ""`` and the group name in ``metric_unit``.
+
+Damaged output.  A line that is not a row (perf's warnings, or anything
+unreadable: bad JSON, a field of the wrong type) goes to ``messages``, as
+before.  A line that *is* a row but carries a number that is not finite --
+``1e400`` (infinite once read), ``nan`` or a run time too long to be one --
+raises :class:`PerfStatParseError` naming the line and the field: perf never
+prints such a count, so the file is damaged and no count in it can be
+trusted.  The one exception is ``metric_value``, where perf itself prints
+``nan`` (a ratio over a zero count); it stays ``nan``.  So every ``value``,
+``run_time_ns``, ``pct_running``, ``variance_pct`` and ``interval_s`` that
+the parsers return is finite or None, and no other exception escapes them.
 """
 
 from __future__ import annotations
@@ -28,18 +39,31 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
+
+from perfab.errors import PerfabError
 
 Status = Literal["ok", "not counted", "not supported"]
+T = TypeVar("T")
 
-_NUMBER_RE = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
-_INTERVAL_RE = re.compile(r"^\s*\d+\.\d{9}$")
-_VARIANCE_RE = re.compile(r"^\d+(\.\d+)?%$")
+_NUMBER_RE = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$", re.ASCII)
+_INT_RE = re.compile(r"^\s*\d+\s*$", re.ASCII)
+_INTERVAL_RE = re.compile(r"^\s*\d+\.\d{9}$", re.ASCII)
+_VARIANCE_RE = re.compile(r"^\d+(\.\d+)?%$", re.ASCII)
 _NOT_COUNTED = "<not counted>"
 _NOT_SUPPORTED = "<not supported>"
 # JSON keys that name the aggregation unit of a row, in perf's printing order.
 _JSON_PREFIX_KEYS = ("cpu", "node", "socket", "die", "cache", "core", "thread", "aggregate-number")
+
+
+class PerfStatParseError(PerfabError):
+    """perf stat output with a row whose numbers cannot be true (not finite): the output is damaged."""
+
+
+class _NotFinite(Exception):
+    """A row field that reads as infinite or nan; the line loop turns it into a PerfStatParseError."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +72,7 @@ class PerfRow:
 
     prefix: tuple[str, ...]  # aggregation prefix ("CPU0",) / ("S0-D0-C0", "1") / ("work-7413",); () when aggregated
     interval_s: float | None  # -I timestamp in seconds since start; None outside interval mode
-    value: float | None  # the count in `unit`; None when not counted/supported or a metric-only row
+    value: float | None  # the count in `unit`, finite; None when not counted/supported or a metric-only row
     status: Status  # "ok", "not counted" or "not supported"
     unit: str  # perf's unit for value: "", "msec", "ns"
     event: str  # event name as perf printed it ("" for metric-only rows)
@@ -79,16 +103,17 @@ def parse_perf_stat(text: str) -> PerfStatOutput:
 
 
 def parse_csv(text: str, sep: str | None = None) -> PerfStatOutput:
-    """Parse ``perf stat -x SEP`` output; ``sep=None`` picks ``;`` or ``,`` by what parses."""
+    """Parse ``perf stat -x SEP`` output; ``sep=None`` picks ``;`` or ``,``, whichever finds more counters.
+
+    PerfStatParseError for a row with a number that is not finite (see the module docstring).
+    """
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
     if sep is None:
-        by_sep = [parse_csv(text, s) for s in (";", ",")]
-        return max(by_sep, key=lambda out: len(out.counters()))
+        sep = max((";", ","), key=lambda s: sum(_value_index(line.split(s)) is not None for line in lines if s in line))
     rows: list[PerfRow] = []
     messages: list[str] = []
-    for line in text.splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        row = _csv_row(line.split(sep)) if sep in line else None
+    for line in lines:
+        row = _checked(_csv_row, line.split(sep), line) if sep in line else None
         if row is None:
             messages.append(line.strip())
         else:
@@ -97,19 +122,32 @@ def parse_csv(text: str, sep: str | None = None) -> PerfStatOutput:
 
 
 def parse_json(text: str) -> PerfStatOutput:
-    """Parse ``perf stat -j`` output: one JSON object per line."""
+    """Parse ``perf stat -j`` output: one JSON object per line.
+
+    PerfStatParseError for a row with a number that is not finite (see the module docstring).
+    """
     rows: list[PerfRow] = []
     messages: list[str] = []
     for line in text.splitlines():
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
-        row = _json_row_or_none(stripped)
+        row = _checked(_json_row_or_none, stripped, stripped)
         if row is None:
             messages.append(stripped)
         else:
             rows.append(row)
     return PerfStatOutput(tuple(rows), tuple(messages))
+
+
+def _checked(read: Callable[[T], PerfRow | None], arg: T, line: str) -> PerfRow | None:
+    """``read(arg)``, with a non-finite field reported as PerfStatParseError quoting ``line``."""
+    try:
+        return read(arg)
+    except _NotFinite as err:
+        shown = line if len(line) <= 80 else line[:77] + "..."
+        raise PerfStatParseError(f"perf stat output has a row whose {err} is not a finite number ({shown!r}): "
+                                 "the output is damaged; rerun, and report it with the output if it recurs") from None
 
 
 def topdown_rows(parsed: PerfStatOutput) -> dict[str, float] | None:
@@ -152,7 +190,7 @@ def _value_index(fields: list[str]) -> int | None:
 
 def _split_prefix(prefix: list[str]) -> tuple[tuple[str, ...], float | None]:
     if prefix and _INTERVAL_RE.match(prefix[0]):
-        return tuple(p.strip() for p in prefix[1:]), float(prefix[0])
+        return tuple(p.strip() for p in prefix[1:]), _finite(float(prefix[0]), "interval", prefix[0])
     return tuple(p.strip() for p in prefix), None
 
 
@@ -165,13 +203,13 @@ def _csv_row(fields: list[str]) -> PerfRow | None:
     rest = [f.strip() for f in fields[i + 3 :]]
     variance = None
     if rest and _VARIANCE_RE.match(rest[0]):
-        variance, rest = float(rest[0][:-1]), rest[1:]
+        variance, rest = _finite(float(rest[0][:-1]), "variance", rest[0]), rest[1:]
     rest += [""] * (4 - len(rest))
     return PerfRow(
         prefix=prefix, interval_s=interval_s, value=value, status=status,
         unit=fields[i + 1].strip(), event=fields[i + 2].strip(),
-        run_time_ns=_int_or_none(rest[0]), pct_running=_float_or_none(rest[1]),
-        variance_pct=variance, metric_value=_float_or_none(rest[2]),
+        run_time_ns=_int_or_none(rest[0]), pct_running=_float_or_none(rest[1], "percent running"),
+        variance_pct=variance, metric_value=_float_or_none(rest[2], "metric value", nan_ok=True),
         metric_unit=" ".join(rest[3].split()),
     )  # fmt: skip
 
@@ -186,9 +224,9 @@ def _csv_metric_row(fields: list[str]) -> PerfRow | None:
     k = next((j for j, f in enumerate(fields) if not f.strip()), None)  # the prefix ends there
     if k is not None and (_is_number(metric) or metric.lower() in ("nan", "-nan")):
         prefix, interval_s = _split_prefix(fields[:k])
-        return _metric_only(prefix, interval_s, float(metric), label, None, None)
-    if len(lead) == 2 and _is_number(lead[0]) and _is_number(lead[1]):  # header: ,run,pct,,,,Group
-        return _metric_only((), None, None, label, int(lead[0]), float(lead[1]))
+        return _metric_only(prefix, interval_s, _float_or_none(metric, "metric value", nan_ok=True), label, None, None)
+    if len(lead) == 2 and _INT_RE.match(lead[0]) and _is_number(lead[1]):  # header: ,run,pct,,,,Group
+        return _metric_only((), None, None, label, _int_or_none(lead[0]), _float_or_none(lead[1], "percent running"))
     return None
 
 
@@ -197,10 +235,11 @@ def _metric_only(prefix, interval_s, metric, label, run_ns, pct) -> PerfRow:
 
 
 def _json_object(line: str) -> dict | None:
+    """The line as a JSON object (perf 6.1 prints a bare ``nan``/``-nan``); None if it is not one."""
     for candidate in (line, re.sub(r":\s*(-?nan)\b", ': "nan"', line)):
         try:
             obj = json.loads(candidate)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # bad JSON, a 5000-digit integer, deep nesting
             continue
         return obj if isinstance(obj, dict) else None
     return None
@@ -210,7 +249,7 @@ def _json_row_or_none(line: str) -> PerfRow | None:
     obj = _json_object(line) if line.startswith("{") else None
     try:
         return _json_row(obj) if obj is not None else None
-    except ValueError:  # a counter-value that is neither a number nor <not ...>
+    except ValueError:  # a counter-value or interval that is neither a number nor <not ...>
         return None
 
 
@@ -218,18 +257,51 @@ def _json_row(obj: dict) -> PerfRow:
     prefix = tuple(str(obj[k]) for k in _JSON_PREFIX_KEYS if k in obj)
     interval = obj.get("interval")
     raw = obj.get("counter-value")
-    value, status = _value(str(raw)) if raw is not None else (None, "ok")
+    value, status = _json_value(raw) if raw is not None else (None, "ok")
     label = obj.get("metricgroup") or obj.get("metric-unit") or ""
     has_metric = "metric-value" in obj and "metricgroup" not in obj
+    run_time = _json_number(obj.get("event-runtime"), "event-runtime")
     return PerfRow(
-        prefix=prefix, interval_s=float(interval) if interval is not None else None,
+        prefix=prefix, interval_s=_json_interval(interval) if interval is not None else None,
         value=value, status=status, unit=str(obj.get("unit", "")), event=str(obj.get("event", "")),
-        run_time_ns=_int_or_none(str(obj.get("event-runtime", ""))),
-        pct_running=_float_or_none(str(obj.get("pcnt-running", ""))),
-        variance_pct=_float_or_none(str(obj.get("variance", ""))),
-        metric_value=_float_or_none(str(obj["metric-value"])) if has_metric else None,
+        run_time_ns=int(run_time) if run_time is not None else None,
+        pct_running=_json_number(obj.get("pcnt-running"), "pcnt-running"),
+        variance_pct=_json_number(obj.get("variance"), "variance"),
+        metric_value=_json_number(obj["metric-value"], "metric-value", nan_ok=True) if has_metric else None,
         metric_unit=" ".join(str(label).split()),
     )  # fmt: skip
+
+
+def _json_value(raw: object) -> tuple[float | None, Status]:
+    """``counter-value``: a number, a numeric string or ``<not ...>``; ValueError for anything else."""
+    if isinstance(raw, str) and raw.strip() in (_NOT_COUNTED, _NOT_SUPPORTED):
+        return _value(raw)
+    value = _json_number(raw, "counter-value")
+    if value is None:
+        raise ValueError(f"counter-value {raw!r} is not a count")
+    return value, "ok"
+
+
+def _json_interval(raw: object) -> float:
+    value = _json_number(raw, "interval")
+    if value is None:
+        raise ValueError(f"interval {raw!r} is not a time")
+    return value
+
+
+def _json_number(raw: object, field: str, nan_ok: bool = False) -> float | None:
+    """A JSON number or numeric string as a float; None for other types and text; _NotFinite for inf or nan."""
+    if isinstance(raw, str):
+        return _float_or_none(raw, field, nan_ok)
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        return None
+    try:
+        value = float(raw)
+    except OverflowError:  # an integer beyond the float range
+        value = math.inf
+    if math.isnan(value) and nan_ok:
+        return value
+    return _finite(value, field, str(raw))
 
 
 def _value(field: str) -> tuple[float | None, Status]:
@@ -238,16 +310,26 @@ def _value(field: str) -> tuple[float | None, Status]:
         return None, "not counted"
     if field == _NOT_SUPPORTED:
         return None, "not supported"
-    return float(field), "ok"
+    return _finite(float(field), "count", field), "ok"
 
 
-def _float_or_none(field: str) -> float | None:
+def _finite(value: float, field: str, text: str) -> float:
+    """``value`` when finite; else _NotFinite naming ``field`` and the ``text`` it was read from."""
+    if not math.isfinite(value):
+        raise _NotFinite(f"{field} {text.strip()[:40]!r}")
+    return value
+
+
+def _float_or_none(field: str, name: str, nan_ok: bool = False) -> float | None:
+    """A numeric field as a finite float (or nan, where perf prints it: ``nan_ok``); None when not a number."""
     field = field.strip()
     if field.lower() in ("nan", "-nan"):
-        return math.nan
-    return float(field) if _is_number(field) else None
+        if nan_ok:
+            return math.nan
+        raise _NotFinite(f"{name} {field!r}")
+    return _finite(float(field), name, field) if _is_number(field) else None
 
 
 def _int_or_none(field: str) -> int | None:
     field = field.strip()
-    return int(float(field)) if _is_number(field) else None
+    return int(_finite(float(field), "run time", field)) if _is_number(field) else None

@@ -39,7 +39,7 @@ from pathlib import Path
 from perfab.errors import UsageError
 from perfab.run.backends.base import Measurement, MetricInfo
 from perfab.run.backends.perfderived import derived_names, derived_metrics
-from perfab.run.backends.perfparse import PerfRow, parse_json
+from perfab.run.backends.perfparse import PerfRow, PerfStatParseError, parse_json
 from perfab.run.backends.perfsched import check_events, schedule_groups, split_modifiers
 
 OUTPUT_NAME = "perf.stat"  # perf's -o file in the scratch directory
@@ -82,7 +82,10 @@ class PerfStatBackend:
         if code < 0:
             return Measurement({}, failure=f"perf stat was killed by {_signame(-code)}; the run was interrupted")
         text = _read(scratch / OUTPUT_NAME)
-        rows = parse_json(text).counters() if text is not None else ()
+        try:
+            rows = parse_json(text).counters() if text is not None else ()
+        except PerfStatParseError as err:
+            return Measurement({}, failure=str(err))
         if not rows:
             return Measurement({}, failure=_no_counts(code, stderr, text is not None))
         events = _with_tool_times(group)
