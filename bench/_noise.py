@@ -47,10 +47,18 @@ parser = "keyvalue"
 name = "checksum"
 method = "exact"
 
+[[workload.metric]]
+name = "ops/s"
+direction = "higher"
+
 [[workload]]
 name = "syscalls"
 argv = ["{root}/build/syscalls", "600000"]
 parser = "keyvalue"
+
+[[workload.metric]]
+name = "syscalls/s"
+direction = "higher"
 """
 
 
