@@ -285,3 +285,18 @@ def test_a_stale_claim_of_a_dead_runner_does_not_block_resume(db):
     runner, ex, store = fake_runner(two_sides(runs=5, warmup=1), db)
     assert runner.run(resume=True).status == "finished"
     store.close()
+
+
+def test_a_session_of_another_machine_is_never_resumed_here(db):
+    """In a shared store, --resume must not pick up a session another machine left unfinished."""
+    session = _interrupted_session(db)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE sessions SET host = 'lab-machine-7' WHERE id = ?", (session,))
+    con.commit()
+    con.close()
+    runner, ex, store = fake_runner(two_sides(runs=5, warmup=1), db)
+    with pytest.raises(Exception) as info:
+        runner.run(resume=True)
+    assert "no unfinished session to resume" in str(info.value) and ex.calls == []
+    assert runner.run().status == "finished"  # a new session of this machine is not blocked by it
+    store.close()

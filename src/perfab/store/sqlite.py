@@ -257,13 +257,17 @@ class Store:
                         json.loads(r[11] or "{}")) for r in rows]
 
     def unfinished_session(self, name: str) -> Session | None:
-        """The newest session of ``name`` whose plan is not complete."""
+        """The newest session of ``name`` run on this machine whose plan is not complete.
+
+        Sessions of other machines (a shared store) are never resumed here: their runs belong to their
+        machine's environment."""
         try:
             sessions = self.sessions(name)
         except UsageError:
             return None
+        here = socket.gethostname()
         for s in reversed(sessions):
-            if s.status != "finished" and self.remaining(s.id):
+            if s.status != "finished" and s.host in (None, here) and self.remaining(s.id):
                 return s
         return None
 
