@@ -59,6 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("spec")
     plan.add_argument("--side", help="plan only this external side")
 
+    bis = sub.add_parser("bisect", help="find the commit that made a metric regress (sides built from git)")
+    bis.add_argument("spec", help="experiment TOML whose first variant builds a commit ({src}, {build})")
+    bis.add_argument("--good", required=True, help="a commit (ref) without the regression")
+    bis.add_argument("--bad", required=True, help="a later commit with it")
+    bis.add_argument("--metric", help="the metric to bisect (default: the spec's primary metric)")
+    bis.add_argument("--retries", type=int, default=2, help="extra sessions for an undecided commit (default 2)")
+    _db(bis)
+
     lst = sub.add_parser("list", help="list the experiments in a results database")
     _db(lst)
 
@@ -212,6 +220,38 @@ def _side_env(exp):
     return lambda variant: {**os.environ, **variant.env, "LC_ALL": "C"}
 
 
+def cmd_bisect(args, stdout, stderr) -> int:
+    from perfab.bisect import bisect, max_steps
+    from perfab.machine import snapshot
+    from perfab.report import render
+    from perfab.run.backends import make_backend
+    from perfab.run.executor import RealExecutor
+    from perfab.run.runner import Runner
+    from perfab.store import Store
+
+    if args.retries < 0:
+        raise UsageError(f"--retries {args.retries}: must be >= 0")
+    env = snapshot()
+    with Store(args.db) as store, _progress(stderr) as progress, RealExecutor() as executor:
+        def run_step(exp):
+            runner = Runner(exp, store, make_backend(exp.measure), executor, env, progress, say=progress.log)
+            result = runner.run(new_session=True)
+            if result.status != "finished":
+                raise PerfabError(f"bisect step {exp.name} was {result.status}; its runs are stored")
+
+        result = bisect(args.spec, args.good, args.bad, store, run_step, args.metric, args.retries, progress.log)
+    print(result.regression, file=stdout)
+    print("", file=stdout)
+    print(f"path ({len(result.steps)} of at most {max_steps(result.candidates) - 2} steps over "
+          f"{result.candidates} commits):", file=stdout)
+    for step in result.steps:
+        print(f"  {step.commit[:12]}  {step.decision:<5}  vs good {step.vs_good:<14} to bad {step.vs_bad:<14} "
+              f"{step.subject[:30]}", file=stdout)
+    print("", file=stdout)
+    stdout.write(render(result.analysis, "text"))
+    return 0
+
+
 def cmd_list(args, stdout, stderr) -> int:
     from perfab.store import Store
 
@@ -252,7 +292,7 @@ def cmd_screen(args, stdout, stderr) -> int:
 
 
 COMMANDS: dict[str, Callable] = {
-    "run": cmd_run, "report": cmd_report, "plan": cmd_plan, "list": cmd_list, "env": cmd_env,
+    "run": cmd_run, "report": cmd_report, "plan": cmd_plan, "bisect": cmd_bisect, "list": cmd_list, "env": cmd_env,
     "counters": cmd_counters, "screen": cmd_screen,
 }
 

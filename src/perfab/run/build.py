@@ -111,7 +111,7 @@ def _build(exp: Experiment, variant: Variant, s: Source, env: dict[str, str], sa
     root = Path(s.build_dir).parent if s.commit else Path(s.build_dir)
     stamp = root / STAMP
     if s.commit and stamp.exists():
-        say(f"{variant.name}: {s.commit[:12]} built before ({root}); build skipped")
+        say(f"{variant.name}: built before (cache {root.name}); not rebuilt")
         return Source(**{**asdict(s), "cached": True})
     if s.commit:
         _checkout(repository(exp), s.commit, Path(s.src))

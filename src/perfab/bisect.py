@@ -1,0 +1,242 @@
+"""``perfab bisect``: find the commit that made a metric regress, by the same verdicts as an A/B.
+
+Given a spec (its workloads, measurement and its first variant as the
+template of a side built from git: ``build`` with ``{src}``/``{build}``)
+and two commits, bisect first measures good against bad: the metric must
+differ (``**``) in the worse direction, else there is nothing to find.
+It then walks the first-parent path from good to bad by halving, as
+``git bisect`` does, without touching the repository's checkout (every
+commit is built in perfab's cache, once).  Each candidate is measured in
+one session beside both ends (three sides, interleaved) and classified
+as Chromium's Pinpoint does:
+
+- ``bad``: different from good (``**`` in the regression's direction) and
+  not different from bad;
+- ``good``: not different from good and different from bad;
+- otherwise undecided: the same three sides run again (runs pool across
+  sessions of the step's experiment) up to ``max_retries`` times, then the
+  bisection stops and says so.
+
+The culprit is the first bad commit on the path; a final session measures
+it against its parent, and the report prints the kernel test robot's
+summary line (``commit: <hash> ("subject")``, the metric and the change),
+the path taken and that A/B's table.  Every run of every step is stored,
+one experiment per step (``<name>-bisect-<short hash>``).
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import tomllib
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+import tomli_w
+
+from perfab.analyse.compare import Analysis, Row, compare
+from perfab.errors import PerfabError, UsageError
+from perfab.run.build import repository
+from perfab.spec import Experiment, load_spec, parse_spec
+from perfab.store import Store
+
+SHORT = 12
+
+
+@dataclass(frozen=True)
+class Step:
+    """One candidate measured beside both ends."""
+
+    commit: str  # the candidate's hash
+    subject: str  # its subject line
+    vs_good: str  # e.g. "-8.31% **": the candidate against good
+    vs_bad: str  # the candidate against bad
+    decision: str  # bad | good | undecided
+    sessions: int  # sessions it took
+
+
+@dataclass(frozen=True)
+class BisectResult:
+    """Where the regression came in, and how it was found."""
+
+    culprit: str  # first bad commit
+    subject: str  # its subject line
+    parent: str  # the last good commit before it
+    metric: str  # the metric bisected
+    change: float | None  # relative change good -> bad (0.05 = +5%)
+    regression: str  # the summary line, LKP style
+    steps: tuple[Step, ...]  # the path taken, in order
+    candidates: int  # commits on the path between good and bad (bad included)
+    analysis: Analysis  # parent vs culprit
+
+
+def bisect(spec_path: str, good: str, bad: str, store: Store, run_step: Callable, metric: str | None = None,
+           max_retries: int = 2, say: Callable[[str], None] = lambda line: None) -> BisectResult:
+    """Bisect ``good..bad`` for the spec's metric; ``run_step(exp)`` runs a session of ``exp`` into ``store``."""
+    exp = load_spec(spec_path)
+    template = exp.variants[0]
+    if template.external:
+        raise UsageError(f"{spec_path}: bisect builds sides from git; its first variant is external")
+    if not (template.build or exp.build):
+        raise UsageError(f"{spec_path}: bisect needs a build command (experiment.build or the first variant's "
+                         "build, with {src} and {build}) to build each commit")
+    repo = repository(exp)
+    good_c, bad_c = _commit(repo, good), _commit(repo, bad)
+    path = _first_parent_path(repo, good_c, bad_c)
+    say(f"bisecting {len(path)} commits between {good_c[:SHORT]} and {bad_c[:SHORT]}")
+    ends = _Bisection(exp, repo, good_c, bad_c, store, run_step, metric, max_retries, say)
+    row = ends.establish()
+    lo, hi = -1, len(path) - 1  # path[hi] is bad; path[lo] (good when -1) is good
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        step = ends.classify(path[mid])
+        if step.decision == "undecided":
+            raise PerfabError(f"cannot decide {path[mid][:SHORT]} ({step.vs_good} vs good, {step.vs_bad} vs bad) "
+                              f"after {step.sessions} sessions; rerun with more runs or narrow --good/--bad")
+        lo, hi = (lo, mid) if step.decision == "bad" else (mid, hi)
+    culprit = path[hi]
+    parent = path[lo] if lo >= 0 else good_c
+    analysis = ends.confirm(parent, culprit)
+    subject = _subject(repo, culprit)
+    change = row.estimate.delta if row.estimate is not None else None
+    line = _summary(culprit, subject, row, change)
+    return BisectResult(culprit, subject, parent, ends.metric, change, line, tuple(ends.steps), len(path), analysis)
+
+
+def max_steps(candidates: int) -> int:
+    """The bound the path must stay within: ceil(log2 N) halvings, plus the two ends measured first."""
+    return math.ceil(math.log2(max(candidates, 2))) + 2
+
+
+class _Bisection:
+    def __init__(self, exp: Experiment, repo: Path, good: str, bad: str, store: Store, run_step, metric,
+                 max_retries: int, say):
+        self.exp, self.repo, self.good, self.bad = exp, repo, good, bad
+        self.store, self.run_step, self.metric, self.max_retries, self.say = store, run_step, metric, max_retries, say
+        self.steps: list[Step] = []
+        self.direction: bool | None = None  # True: the metric went up from good to bad
+
+    def establish(self) -> Row:
+        """Good against bad: the regression must be there, beyond noise."""
+        exp = self._experiment("ends", [self.good, self.bad])
+        analysis = self._measure(exp)
+        row = self._row(analysis, _side("bad", self.bad))
+        if row.verdict != "**":
+            raise PerfabError(f"{self.metric}: good {self.good[:SHORT]} and bad {self.bad[:SHORT]} do not differ "
+                              f"beyond noise ({_change(row)}); nothing to bisect")
+        if row.higher_is_better is not None and not row.regressed:
+            raise PerfabError(f"{self.metric}: bad {self.bad[:SHORT]} is better than good ({_change(row)}); "
+                              "swap --good and --bad")
+        self.direction = _up(row)
+        self.say(f"good -> bad: {self.metric} {_change(row)}")
+        return row
+
+    def classify(self, commit: str) -> Step:
+        exp = self._experiment(commit[:SHORT], [self.good, commit, self.bad])
+        sessions = 0
+        while True:
+            analysis = self._measure(exp)
+            sessions += 1
+            vs_good = self._row(analysis, _side("cand", commit))
+            vs_bad = self._row(self._rebased(exp, commit), _side("bad", self.bad))
+            from_good = vs_good.verdict == "**" and _up(vs_good) == self.direction
+            from_bad = vs_bad.verdict == "**" and _up(vs_bad) == self.direction
+            decision = "bad" if from_good and not from_bad else "good" if from_bad and not from_good else "undecided"
+            if decision != "undecided" or sessions > self.max_retries:
+                break
+            self.say(f"{commit[:SHORT]}: undecided ({_change(vs_good)} vs good, {_change(vs_bad)} to bad); "
+                     "more runs")
+        step = Step(commit, _subject(self.repo, commit), _change(vs_good), _change(vs_bad), decision, sessions)
+        self.steps.append(step)
+        self.say(f"{commit[:SHORT]} {decision}: {step.vs_good} vs good, {step.vs_bad} to bad")
+        return step
+
+    def confirm(self, parent: str, culprit: str) -> Analysis:
+        return self._measure(self._experiment(f"{culprit[:SHORT]}-parent", [parent, culprit], ("parent", "culprit")))
+
+    def _experiment(self, label: str, commits: list[str], roles: tuple[str, ...] = ()) -> Experiment:
+        roles = roles or (("good", "bad") if len(commits) == 2 else ("good", "cand", "bad"))
+        doc = tomllib.loads(self.exp.source)
+        template = dict(doc["variant"][0])
+        doc["experiment"]["name"] = f"{self.exp.name}-bisect-{label}"
+        doc["experiment"]["repo"] = str(self.repo)
+        doc["experiment"].pop("baseline", None)
+        doc["variant"] = [{**template, "name": _side(role, c), "git": c} for role, c in zip(roles, commits)]
+        return parse_spec(tomli_w.dumps(doc), f"{self.exp.path}#bisect-{label}")
+
+    def _measure(self, exp: Experiment) -> Analysis:
+        self.run_step(exp)
+        analysis = compare(self.store.load(exp.name), exp)
+        if self.metric is None:
+            self.metric = _primary(exp)
+        return analysis
+
+    def _rebased(self, exp: Experiment, commit: str) -> Analysis:
+        """The same runs compared against the candidate (to see whether bad differs from it)."""
+        return compare(self.store.load(exp.name), replace(exp, baseline=_side("cand", commit)))
+
+    def _row(self, analysis: Analysis, variant: str) -> Row:
+        rows = [r for r in analysis.rows if r.metric == self.metric and r.variant == variant and not r.params]
+        if not rows:
+            raise UsageError(f"no metric {self.metric!r} measured for {variant}; pass --metric with one the "
+                             "workload reports")
+        return rows[0]
+
+
+def _primary(exp: Experiment) -> str:
+    for w in exp.workloads:
+        for m in w.metrics:
+            if m.primary:
+                return m.name
+    raise UsageError(f"{exp.path}: no primary metric; mark one with primary = true or pass --metric NAME")
+
+
+def _side(role: str, commit: str) -> str:
+    return f"{role}-{commit[:SHORT]}"
+
+
+def _up(row: Row) -> bool:
+    change = row.estimate.delta if row.estimate is not None and row.estimate.delta is not None else \
+        (row.estimate.shift if row.estimate is not None else 0.0)
+    return (change or 0.0) > 0
+
+
+def _change(row: Row) -> str:
+    from perfab.report.numbers import fmt_delta
+
+    return f"{fmt_delta(row)} {row.verdict}"
+
+
+def _summary(commit: str, subject: str, row: Row, change: float | None) -> str:
+    what = f"{100 * abs(change):.1f}% regression" if change is not None else "regression"
+    direction = "" if row.higher_is_better is None else (" (higher is better)" if row.higher_is_better else
+                                                         " (lower is better)")
+    sign = "-" if change is not None and change < 0 else "+"
+    return f'commit: {commit} ("{subject}")\n{row.workload}.{row.metric}{direction}: {sign}{what}'
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise UsageError(f"git {' '.join(args)} failed in {repo}: "
+                         f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return done.stdout
+
+
+def _commit(repo: Path, ref: str) -> str:
+    return _git(repo, "rev-parse", "--verify", f"{ref}^{{commit}}").strip()
+
+
+def _subject(repo: Path, commit: str) -> str:
+    return _git(repo, "log", "-1", "--format=%s", commit).strip()
+
+
+def _first_parent_path(repo: Path, good: str, bad: str) -> list[str]:
+    """Commits after good up to bad along bad's first parents, oldest first (bad last)."""
+    if subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", good, bad]).returncode != 0:
+        raise UsageError(f"{good[:SHORT]} is not an ancestor of {bad[:SHORT]}; --good must come before --bad")
+    path = _git(repo, "rev-list", "--first-parent", "--ancestry-path", "--reverse", f"{good}..{bad}").split()
+    if not path:
+        raise UsageError("good and bad are the same commit; nothing to bisect")
+    return path

@@ -1,0 +1,121 @@
+"""perfab bisect on a generated repository: one commit in 30 makes the program slower."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+
+import pytest
+
+from core_helpers import cli
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None or shutil.which("cc") is None,
+                                reason="needs git and a C compiler (make test installs them)")
+
+PROGRAM = """#include <stdio.h>
+#include <stdlib.h>
+#include "work.h"
+int main(int argc, char **argv) {
+    unsigned long scale = argc > 1 ? strtoul(argv[1], 0, 10) : 1;
+    volatile unsigned long x = 0;
+    for (unsigned long i = 0; i < LOOPS * scale; i++) x += i * 3;
+    printf("loops: %lu\\n", (unsigned long)(LOOPS * scale));
+    return 0;
+}
+"""
+N_COMMITS = 30
+CULPRIT = 19  # the 19th commit after good makes LOOPS 40% larger
+
+
+def _git(repo, *args):
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(repo)}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    r = tmp_path_factory.mktemp("bisect") / "repo"
+    r.mkdir()
+    _git(r, "init", "-q", "-b", "main")
+    (r / "prog.c").write_text(PROGRAM)
+    (r / "Makefile").write_text("$(OUT)/prog: prog.c work.h\n\tcc -O1 -o $(OUT)/prog prog.c\n")
+    (r / "work.h").write_text("#define LOOPS 200000UL\n")
+    (r / "CHANGES").write_text("start\n")
+    _git(r, "add", "-A")
+    _git(r, "commit", "-q", "-m", "good: the starting point")
+    for i in range(1, N_COMMITS + 1):
+        with open(r / "CHANGES", "a") as f:
+            f.write(f"change {i}\n")
+        message = f"unrelated change {i}"
+        if i == CULPRIT:
+            (r / "work.h").write_text("#define LOOPS 280000UL\n")
+            message = "lib: do the work twice over (slower)"
+        _git(r, "commit", "-q", "-am", message)
+    return r
+
+
+def _spec(repo, tmp_path, backend: str, runs: int, metric: str, scale: int = 1) -> str:
+    spec = tmp_path / "bisect.toml"
+    spec.write_text(f"""
+[experiment]
+name = "prog"
+runs = {runs}
+warmup = {0 if backend else 1}
+build = ["make", "-s", "-C", "{{src}}", "OUT={{build}}"]
+repo = "{repo}"
+{'[measure]' if backend else ''}
+{backend}
+
+[[variant]]
+name = "commit"
+
+[[workload]]
+name = "prog"
+argv = ["{{build}}/prog", "{scale}"]
+timeout = 60
+
+[[workload.metric]]
+name = "{metric}"
+primary = true
+""")
+    return str(spec)
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is installed by make test")
+def test_bisect_finds_the_culprit_under_cachegrind_in_log2_steps(repo, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec = _spec(repo, tmp_path, 'backend = "cachegrind"', runs=1, metric="instructions")
+    code, out, err = cli("bisect", spec, "--good", "main~30", "--bad", "main", "--db", str(tmp_path / "r.db"))
+    assert code == 0, err
+    culprit = _git(repo, "rev-parse", f"main~{N_COMMITS - CULPRIT}").strip()
+    lines = out.splitlines()
+    assert lines[0] == f'commit: {culprit} ("lib: do the work twice over (slower)")'
+    assert lines[1].startswith("prog.instructions (lower is better): +") and lines[1].endswith("% regression")
+    steps = [line for line in lines if line.startswith("  ") and (" bad " in line or " good " in line)]
+    assert len(steps) <= math.ceil(math.log2(N_COMMITS)) + 2
+    assert "PARENT-" not in out and f"culprit-{culprit[:12]}" in out and "**" in out
+    code, listing, _ = cli("list", "--db", str(tmp_path / "r.db"))
+    assert listing.count("prog-bisect-") == len(steps) + 2  # every step stored: ends, candidates, confirmation
+
+
+def test_bisect_finds_the_culprit_by_wall_time(repo, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec = _spec(repo, tmp_path, "", runs=8, metric="wall_s", scale=300)  # about 60 ms a run
+    code, out, err = cli("bisect", spec, "--good", "main~30", "--bad", "main", "--db", str(tmp_path / "r.db"),
+                         "--retries", "3")
+    if code != 0 and ("cannot decide" in err or "do not differ beyond noise" in err):
+        pytest.skip(f"wall-clock noise on this machine now: {err.strip().splitlines()[-1]}")
+    assert code == 0, err
+    culprit = _git(repo, "rev-parse", f"main~{N_COMMITS - CULPRIT}").strip()
+    assert out.splitlines()[0].startswith(f"commit: {culprit}")
+
+
+def test_bisect_refuses_ends_that_do_not_differ(repo, tmp_path, monkeypatch):
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is installed by make test")
+    monkeypatch.chdir(tmp_path)
+    spec = _spec(repo, tmp_path, 'backend = "cachegrind"', runs=1, metric="instructions")
+    code, out, err = cli("bisect", spec, "--good", "main~30", "--bad", "main~20", "--db", str(tmp_path / "r.db"))
+    assert code == 1 and "do not differ beyond noise" in err and len(err.splitlines()[-1:]) == 1
