@@ -28,7 +28,7 @@ def test_readme_spec_is_valid():
 
 def test_readme_commands_exist_and_have_help():
     commands = re.findall(r"^    perfab (\w+)", README, re.M)
-    assert {"run", "report", "plan", "list", "env", "counters", "screen", "size"} <= set(commands)
+    assert {"run", "report", "plan", "bisect", "list", "env", "counters", "screen", "size"} <= set(commands)
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     helps = {a.dest: a.help for a in sub._choices_actions}
     for name in commands:
@@ -54,3 +54,20 @@ def test_readme_python_runs(tmp_path, monkeypatch):
     except Exception as e:  # to_pandas without pandas is a clear error, not a crash
         assert "pip install pandas" in str(e)
     assert len(namespace["results"].runs) == 4
+
+
+@pytest.mark.parametrize("kind", ["spec", "parsers"])
+def test_readme_reference_sections_are_the_generated_ones(kind):
+    """The spec keys and parser metrics in the README come from the code; regenerate with
+    `python -m perfab.reference` after changing either."""
+    from perfab.reference import section
+
+    assert section(kind) in README, f"README's {kind} reference is stale: paste `python -m perfab.reference`"
+
+
+def test_every_spec_key_the_reader_accepts_is_documented():
+    from perfab.spec.schema import TABLES
+
+    for table, keys in TABLES.items():
+        for key in keys:
+            assert f"| `{key.name}` |" in README, (table, key.name)
