@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+
+import pytest
 
 from core_helpers import cli, free_port, port_refuses, two_sides
 from perfab.run.backends import TimeBackend
@@ -109,3 +113,20 @@ def test_sigterm_stops_the_service_and_leaves_the_session_resumable(tmp_path):
     assert code == 0, err
     assert port_refuses(port)
     os.environ.get("PATH")  # nothing left running: the port refuses after both sessions
+
+
+@pytest.mark.skipif(shutil.which("perf") is None, reason="perf is installed by make test")
+@pytest.mark.parametrize("how", ['counters = "pids"', 'counters = "cpus"\ncpus = "0-1"'])
+def test_the_perf_backend_counts_the_server_too(tmp_path, how):
+    port = free_port()
+    text = _spec(tmp_path, port, runs=2).replace(f'log = "{tmp_path}/logs"', f'log = "{tmp_path}/logs"\n{how}')
+    text += '\n[measure]\nbackend = "perf"\ncounters = ["task-clock", "context-switches"]\n'
+    spec = tmp_path / "s.toml"
+    spec.write_text(text)
+    code, out, err = cli("run", str(spec), "--db", str(tmp_path / "r.db"), "--format", "json")
+    assert code == 0, err
+    rows = {r["metric"]: r for r in json.loads(out)["rows"]}
+    server = rows["service.task-clock"]
+    assert server["source"] == "service" and server["n_base"] == server["n_exp"] == 2
+    assert all(v > 0 for v in server["base_values"] + server["exp_values"])  # the server did work in each run
+    assert "task-clock" in rows  # and the client was counted as before

@@ -246,45 +246,64 @@ class Runner:
     def _one(self, planned: PlannedRun, workload: Workload, variant: Variant, parse, scratch_root: Path,
              ctx: SideContext) -> RunRecord:
         values = self._values(variant, workload, planned)
-        argv = [expand(a, values, f"workload {workload.name!r} argv") for a in workload.argv]
-        if workload.shell:
-            argv = ["/bin/sh", "-c", argv[0]]
         group = self.groups[planned.group]
         scratch = scratch_root / "run"  # one directory, emptied after each run that wrote to it
         scratch.mkdir(exist_ok=True)
-        shim = None
-        real = getattr(self.executor, "resolves_programs", True)
-        if variant.wrap and real and not self.backend.wraps_workload:  # a wrapper may fork: rusage read inside it
-            shim = rusage_shim(argv, scratch / "rusage")
-            argv = shim or argv
-        argv = [expand(a, values) for a in variant.wrap] + argv
+        argv, shim = self._argv(workload, variant, values, scratch)
         started = time.time()
-        problem = ctx.service_problem()
-        if problem is not None:
+        if (problem := ctx.service_problem()) is not None:
             return _not_run(started, problem)
-        cpu_before = ctx.service_usage()
-        irq_rows = self.exp.measure.interrupts
-        irq_before = read_interrupts(irq_rows) if irq_rows else None
+        around = _Around(self.exp, ctx, self._service_counter(ctx, group, scratch))
+        if (problem := around.start()) is not None:
+            return _not_run(started, problem)
         try:
             inner = self.recorder.wrap(argv, scratch) if self.recorder else argv
             full = self.backend.wrap(inner, scratch, group)
             ex = self.executor.execute(full, self._env(variant), self._cwd(workload, values), workload.timeout_s,
                                        self.exp.stdout_cap_bytes, self._cpus)
-            measurement = None
-            if ex.error is None:
-                if ex.stderr_tail:
-                    (scratch / "stderr").write_bytes(ex.stderr_tail)  # perf's last words (a signal death)
-                measurement = self.backend.collect(scratch, group, ex.status)
-            if self.recorder and ex.error is None and ex.status == 0:
-                measurement = _with_profile(measurement, self.recorder, scratch)
+            measurement = self._measurement(ex, scratch, group)
             own_rusage = _shim_rusage(scratch / "rusage") if shim else None
         finally:
+            around.stop_counting()
             if os.listdir(scratch):
                 shutil.rmtree(scratch, ignore_errors=True)  # next run recreates it
-        rec = record(ex, started, measurement, parse, self.backend, workload, own_rusage)
-        if irq_rows:
-            rec = _with_interrupts(rec, irq_before, read_interrupts(irq_rows), irq_rows)
-        return _with_service(rec, ctx, cpu_before, workload)
+        return around.finish(record(ex, started, measurement, parse, self.backend, workload, own_rusage),
+                             self.backend)
+
+    def _argv(self, workload: Workload, variant: Variant, values: dict[str, str], scratch: Path):
+        """The command: the side's wrap, the workload's rusage shim when a wrap may fork, the workload."""
+        argv = [expand(a, values, f"workload {workload.name!r} argv") for a in workload.argv]
+        if workload.shell:
+            argv = ["/bin/sh", "-c", argv[0]]
+        shim = None
+        real = getattr(self.executor, "resolves_programs", True)
+        if variant.wrap and real and not self.backend.wraps_workload:  # a wrapper may fork: rusage read inside it
+            shim = rusage_shim(argv, scratch / "rusage")
+            argv = shim or argv
+        return [expand(a, values) for a in variant.wrap] + argv, shim
+
+    def _measurement(self, ex, scratch: Path, group: tuple[str, ...]):
+        """The backend's readings (and the profile's) for an execution that started."""
+        if ex.error is not None:
+            return None
+        if ex.stderr_tail:
+            (scratch / "stderr").write_bytes(ex.stderr_tail)  # perf's last words (a signal death)
+        measurement = self.backend.collect(scratch, group, ex.status)
+        if self.recorder and ex.status == 0:
+            measurement = _with_profile(measurement, self.recorder, scratch)
+        return measurement
+
+    def _service_counter(self, ctx: SideContext, group: tuple[str, ...], scratch: Path):
+        """perf stat on the service (its pids or its CPUs) for this run, when the spec asks for it."""
+        svc = ctx.workload.service
+        if ctx.service is None or svc is None or not svc.counters or self.backend.name != "perf":
+            return None
+        from perfab.run.backends.perfservice import ServiceCounter
+
+        events = tuple(e for e in group if not e.endswith(("_time", "duration_time")))
+        pids = ctx.service.tree.pids() if ctx.service.tree is not None else []
+        return ServiceCounter(self.backend.perf, events, scratch, pids=pids,
+                              cpus=svc.cpus if svc.counters == "cpus" else None)
 
     def _values(self, variant: Variant, workload: Workload, planned: PlannedRun) -> dict[str, str]:
         return placeholders(self.exp, variant, workload, planned.params, self._source(variant))
@@ -328,6 +347,30 @@ def _shared_cwd(workload: Workload, own: dict[str, str]) -> str | None:
         return None
 
 
+class _Around:
+    """What is read around one run besides the workload: the service's usage and counters, interrupt counts."""
+
+    def __init__(self, exp: Experiment, ctx: SideContext, counter):
+        self.ctx, self.counter, self.rows = ctx, counter, exp.measure.interrupts
+        self.usage = ctx.service_usage()
+        self.irq = read_interrupts(self.rows) if self.rows else None
+        self.served = None
+
+    def start(self) -> str | None:
+        return self.counter.start() if self.counter is not None else None
+
+    def stop_counting(self) -> None:
+        if self.counter is not None and self.served is None:
+            self.served = self.counter.stop()
+
+    def finish(self, rec: RunRecord, backend) -> RunRecord:
+        if self.served is not None:
+            rec = _with_service_counters(rec, self.served, backend)
+        if self.rows:
+            rec = _with_interrupts(rec, self.irq, read_interrupts(self.rows), self.rows)
+        return _with_service(rec, self.ctx, self.usage, self.ctx.workload)
+
+
 def _not_run(started: float, reason: str) -> RunRecord:
     return RunRecord("failed", reason, started, None, None, None, None, None, None, None, None, False, b"", b"", 0, 0)
 
@@ -352,6 +395,20 @@ def _with_service(rec: RunRecord, ctx: SideContext, before, workload: Workload) 
     meta = {**rec.meta, **{m: SERVICE[m][:2] + (SERVICE[m][3],) for m in got}}
     sources = {**rec.sources, **{m: "service" for m in got}}
     return replace(rec, metrics=metrics, meta=meta, sources=sources)
+
+
+def _with_service_counters(rec: RunRecord, served, backend) -> RunRecord:
+    """The server's counters over the run (``service.<event>``), judged like the client's."""
+    from dataclasses import replace
+
+    if rec.status != "ok":
+        return rec
+    metrics, excluded = served
+    info = backend.metric_info()
+    meta = {m: (i.unit, i.higher_is_better, i.exact) for m, i in
+            ((m, info.get(m.removeprefix("service."))) for m in (*metrics, *excluded)) if i is not None}
+    return replace(rec, metrics={**rec.metrics, **metrics}, excluded={**rec.excluded, **excluded},
+                   meta={**rec.meta, **meta}, sources={**rec.sources, **{m: "service" for m in (*metrics, *excluded)}})
 
 
 def _with_interrupts(rec: RunRecord, before, after, rows) -> RunRecord:

@@ -46,6 +46,8 @@ class Service:
     cwd: str | None  # working directory for the server
     log_dir: str = ".perfab/logs"  # where each start's output is kept
     requests_metric: str | None = None  # client metric counting requests, for server CPU per request
+    counters: str | None = None  # perf backend: also count the server's "pids" or its "cpus"
+    cpus: str | None = None  # the CPU list counted with counters = "cpus"
 
 
 @dataclass(frozen=True)

@@ -184,6 +184,10 @@ class _Reader:
             build_timeout_s=float(self.number(e, w, "build_timeout", 3600.0, maximum=7 * 86400)),
         )
         self.plan_size(exp)
+        for i, wl in enumerate(exp.workloads):
+            if wl.service is not None and wl.service.counters and exp.measure.backend != "perf":
+                raise self.fail(f"workload[{i}].service.counters", "counts with perf stat",
+                                'set [measure] backend = "perf" or remove service.counters')
         return exp
 
     def plan_size(self, exp: Experiment) -> None:
@@ -194,16 +198,16 @@ class _Reader:
             raise self.fail("experiment.runs", f"the plan would hold {total:,} runs (more than {MAX_PLAN:,})",
                             "lower runs, warmup or the sweep's points")
 
-    def cpu_list(self, value: str) -> str:
+    def cpu_list(self, value: str, key: str = "experiment.pin") -> str:
         if not re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", value):
-            raise self.fail("experiment.pin", f"{value!r} is not a CPU list", 'write it like "2" or "0-1,3"')
+            raise self.fail(key, f"{value!r} is not a CPU list", 'write it like "2" or "0-1,3"')
         for part in value.split(","):
             lo, _, hi = part.partition("-")
             if int(lo) > MAX_CPU or int(hi or lo) > MAX_CPU:
-                raise self.fail("experiment.pin", f"CPU {max(int(lo), int(hi or lo))} in {value!r} is out of range",
+                raise self.fail(key, f"CPU {max(int(lo), int(hi or lo))} in {value!r} is out of range",
                                 f"use CPU numbers 0..{MAX_CPU}")
             if hi and int(hi) < int(lo):
-                raise self.fail("experiment.pin", f"range {part!r} runs backwards", f'write it as "{hi}-{lo}"')
+                raise self.fail(key, f"range {part!r} runs backwards", f'write it as "{hi}-{lo}"')
         return value
 
     def variants(self, doc: dict) -> tuple[Variant, ...]:
@@ -344,9 +348,18 @@ class _Reader:
         port = self.get(t, w, "port", int)
         if port is not None and not 0 < port < 65536:
             raise self.fail(f"{w}.port", f"{port} is not a TCP port", "use 1..65535")
+        counters = self.get(t, w, "counters", str)
+        if counters not in (None, "pids", "cpus"):
+            raise self.fail(f"{w}.counters", f"unknown value {counters!r}", 'use "pids" or "cpus"')
+        cpus = self.get(t, w, "cpus", str)
+        if (counters == "cpus") != (cpus is not None):
+            raise self.fail(f"{w}.cpus", 'goes with counters = "cpus" (and only with it)',
+                            'set both, e.g. counters = "cpus" and cpus = "1"')
+        if cpus is not None:
+            cpus = self.cpu_list(cpus, f"{w}.cpus")
         return Service(argv, port, float(self.number(t, w, "ready_timeout", 10.0, maximum=3600)),
                        self.get(t, w, "cwd", str), self.get(t, w, "log", str, ".perfab/logs"),
-                       self.get(t, w, "requests", str))
+                       self.get(t, w, "requests", str), counters, cpus)
 
     def metric(self, t: dict, w: str) -> MetricSpec:
         if not isinstance(t, dict):

@@ -100,6 +100,10 @@ TABLES: dict[str, tuple[Key, ...]] = {
         _k("log", "string", ".perfab/logs", "Directory for the server's output (one file per start)."),
         _k("requests", "string", "none",
            "Client metric counting requests (e.g. complete_requests): the server's CPU time is also given per request."),
+        _k("counters", "string", "none",
+           'With the perf backend, also count the server: "pids" (perf stat -p on its processes) or "cpus" '
+           "(perf stat -a -C service.cpus); metrics service.<event>."),
+        _k("cpus", "string", "none", 'The CPUs counted with counters = "cpus", e.g. "1".'),
     ),
     "workload.metric": (
         _k("name", "string", "required", "Metric name as the parser or backend produces it."),

@@ -1,0 +1,75 @@
+"""Counters for a service, not only its client: ``perf stat`` attached to the server over each run.
+
+With the perf backend and ``[workload.service] counters = "pids"``, a
+second ``perf stat`` attaches to every process of the server (``-p``,
+all their threads) when a run starts and is stopped with SIGINT when it
+ends; ``counters = "cpus"`` counts the CPUs in ``service.cpus`` instead,
+everything that ran on them (``-a -C``, as seed 000 counted the kernel
+side of a benchmark).  Each run carries the same counter group for client
+and server, so both stay within the schedule; the server's counts are
+stored as ``service.<event>`` and judged like the client's (100% running
+or excluded with the reason).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from perfab.run.backends.perfparse import PerfStatParseError, parse_json
+from perfab.run.backends.perfstat import _exclusion
+
+OUTPUT = "service.stat"
+
+
+class ServiceCounter:
+    """One ``perf stat`` attached to a service for the length of one run."""
+
+    def __init__(self, perf: str, events: tuple[str, ...], scratch: Path, pids: list[int] | None = None,
+                 cpus: str | None = None):
+        self.events = events
+        self.output = Path(scratch) / OUTPUT
+        target = ["-a", "-C", cpus] if cpus else ["-p", ",".join(map(str, pids or []))]
+        self.argv = [perf, "stat", "-j", "-o", str(self.output), "-e", ",".join(events), *target]
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> str | None:
+        """Attach; the reason when it cannot."""
+        if not self.events:
+            return None
+        try:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.PIPE, env={**os.environ, "LC_ALL": "C"})
+        except OSError as e:
+            return f"perf stat for the service could not start ({e.strerror})"
+        return None
+
+    def stop(self) -> tuple[dict[str, float], dict[str, str]]:
+        """Stop counting: (``service.<event>`` metrics, exclusions with reasons)."""
+        if self.proc is None:
+            return {}, {}
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            _, err = self.proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        names = [f"service.{e}" for e in self.events]
+        try:
+            rows = parse_json(self.output.read_text()).counters()
+        except (OSError, PerfStatParseError) as e:
+            why = (err or b"").decode(errors="replace").strip().splitlines()[-1:] or [str(e)]
+            return {}, {n: f"perf stat on the service wrote no counts ({why[0][:120]})" for n in names}
+        if len(rows) != len(self.events):
+            return {}, {n: f"perf stat on the service printed {len(rows)} rows for {len(self.events)} events"
+                        for n in names}
+        metrics, excluded = {}, {}
+        for name, row in zip(names, rows):
+            reason = _exclusion(row)
+            if reason:
+                excluded[name] = reason
+            else:
+                metrics[name] = float(row.value)
+        return metrics, excluded
