@@ -5,7 +5,8 @@ so the numbers people know come first; then size(1)-like totals, the
 families with their causes, and the accounting of every changed section.
 A listing cut to ``limit`` rows keeps the largest |delta| and states what
 the cut rows add up to.  In compat mode the text is bloat-o-meter's, byte
-for byte.
+for byte.  Files built for different targets (``target``) open the text and
+markdown reports with a warning.
 
 Markdown escapes what markdown would act on: names and file names go in
 code spans fenced past their own backticks, with ``|`` escaped inside table
@@ -143,7 +144,7 @@ def format_text(d: SizeDiff, limit: int = 50) -> str:
     if d.compat:
         return C.format_compat(list(d.tables)) if not limit else "\n".join(
             line for t in d.tables for line in _table_lines(t, limit)) + "\n"
-    lines: list[str] = []
+    lines: list[str] = [f"WARNING: {d.mismatch}", ""] if d.mismatch else []
     for t in d.tables:
         lines += _table_lines(t, limit)
     lines += _sizes_lines(d) + _family_lines(d, limit) + _accounting_lines(d, limit)
@@ -157,6 +158,8 @@ def format_text(d: SizeDiff, limit: int = 50) -> str:
 def format_markdown(d: SizeDiff, limit: int = 50) -> str:
     """The report as markdown tables (a review comment, a cover letter draft)."""
     out = [f"### perfab size: {_md_code(d.old_path, False)} -> {_md_code(d.new_path, False)}", ""]
+    if d.mismatch:
+        out += [f"> **Warning:** {_md_text(d.mismatch)}", ""]
     for t in d.tables:
         out += _md_table(t, limit)
     if not d.compat:
