@@ -23,17 +23,32 @@ pub use collect::{read_inline_sites, Columns};
 /// Read the inline sites of the ELF file at `path`.
 ///
 /// Returns `None` when the file has no `.debug_info`; raises `ValueError`
-/// with a one-line reason when the file cannot be read as ELF/DWARF.
+/// with a one-line reason when the file cannot be read as ELF/DWARF, a
+/// panic of the reader included (see `guarded`).
 /// `threads=0` uses one thread per CPU.
 #[pyfunction]
 #[pyo3(signature = (path, threads = 0))]
 fn inline_sites(py: Python<'_>, path: &str, threads: usize) -> PyResult<PyObject> {
-    let result = py.allow_threads(|| read_inline_sites(path, threads));
+    let result = py.allow_threads(|| guarded(|| read_inline_sites(path, threads)));
     match result {
         Ok(Some(cols)) => Ok(to_dict(py, &cols)?.into_any().unbind()),
         Ok(None) => Ok(py.None()),
         Err(msg) => Err(PyValueError::new_err(msg)),
     }
+}
+
+/// Run `read`, turning a panic (a bug met on some corrupt input) into a
+/// one-line error instead of a `PanicException` and a backtrace on stderr.
+pub fn guarded<T>(read: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|payload| {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_string());
+        let line = what.split_whitespace().collect::<Vec<_>>().join(" ");
+        Err(format!("the DWARF reader failed on this file (internal error: {line})"))
+    })
 }
 
 fn to_dict<'py>(py: Python<'py>, c: &Columns) -> PyResult<Bound<'py, PyDict>> {
@@ -75,7 +90,26 @@ fn to_dict<'py>(py: Python<'py>, c: &Columns) -> PyResult<Bound<'py, PyDict>> {
 
 #[pymodule]
 fn perfab_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // `guarded` reports a panic as one line; the default hook would also print
+    // a multi-line message on stderr.  The hook belongs to this library's copy
+    // of std, so other extension modules keep theirs.
+    std::panic::set_hook(Box::new(|_| {}));
     m.add_function(wrap_pyfunction!(inline_sites, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::guarded;
+
+    #[test]
+    fn a_panic_becomes_one_line() {
+        let err = guarded::<()>(|| panic!("index out of bounds:\n the len is 3")).unwrap_err();
+        assert_eq!(
+            err,
+            "the DWARF reader failed on this file (internal error: index out of bounds: the len is 3)"
+        );
+        assert_eq!(guarded(|| Ok::<_, String>(7)), Ok(7));
+    }
 }

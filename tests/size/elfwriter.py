@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-# (name, sh_type, sh_flags, size)
+# (name, sh_type, sh_flags, size[, sh_addr])
 SECTIONS = [(".text", 1, 0x6, 0x40), (".data", 1, 0x3, 0x10), (".bss", 8, 0x3, 0x20)]
 # (name, value, size, info, shndx): locals (FILE a.c, foo, FILE b.c, foo) then globals
 SYMBOLS = [
@@ -24,9 +24,16 @@ SYMBOLS = [
 ]
 
 
-def write_elf(path: Path, bits: int, big: bool, etype: int = 1, grow: dict[str, int] | None = None) -> Path:
-    """Write an ELF file with SECTIONS and SYMBOLS (``grow``: extra bytes per global name); return ``path``."""
+def write_elf(
+    path: Path, bits: int, big: bool, etype: int = 1, grow: dict[str, int] | None = None,
+    sections: list | None = None, symbols: list | None = None,
+) -> Path:
+    """Write an ELF file with SECTIONS and SYMBOLS (or the ``sections``/``symbols`` given,
+    same layout; PROGBITS sections hold ``size`` bytes, the first one executable);
+    ``grow``: extra bytes per global name; return ``path``."""
     grow = grow or {}
+    SECTIONS = sections or globals()["SECTIONS"]
+    SYMBOLS = symbols or globals()["SYMBOLS"]
     e = ">" if big else "<"
     shstr = b"\0" + b"\0".join(n.encode() for n, *_ in SECTIONS) + b"\0.symtab\0.strtab\0.shstrtab\0"
     strtab = b"\0" + b"\0".join(n.encode() for n, *_ in SYMBOLS) + b"\0"
@@ -40,15 +47,16 @@ def write_elf(path: Path, bits: int, big: bool, etype: int = 1, grow: dict[str, 
     symtab = b"".join(syms)
     ehsize = 64 if bits == 64 else 52
     body = bytearray(b"\0" * ehsize)
+    headers = [(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)]
+    for name, typ, flags, size, *addr in SECTIONS:  # an optional 5th item is sh_addr
+        headers.append((shstr.index(name.encode() + b"\0"), typ, flags, addr[0] if addr else 0, len(body), size, 0, 0, 16, 0))
+        if typ != 8:  # SHT_NOBITS occupies no file bytes
+            body += (b"\x90" if flags & 0x4 else b"\1") * size
     blobs = {}
-    for label, blob in (("text", b"\x90" * 0x40), ("data", b"\1" * 0x10), ("symtab", symtab), ("strtab", strtab), ("shstrtab", shstr)):
+    for label, blob in (("symtab", symtab), ("strtab", strtab), ("shstrtab", shstr)):
         blobs[label] = (len(body), len(blob))
         body += blob
     shoff = len(body)
-    headers = [(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)]
-    for (name, typ, flags, size), label in zip(SECTIONS, ("text", "data", None)):
-        off = blobs[label][0] if label else blobs["data"][0]
-        headers.append((shstr.index(name.encode() + b"\0"), typ, flags, 0, off, size, 0, 0, 16, 0))
     nsec = len(headers)
     headers.append((shstr.index(b".symtab"), 2, 0, 0, *blobs["symtab"], nsec + 1, 5, 8, len(syms[0])))
     headers.append((shstr.index(b".strtab"), 3, 0, 0, *blobs["strtab"], 0, 0, 1, 0))

@@ -2,7 +2,9 @@
 
 The path of a diff, one module per step:
 
-1. ``elf``       maps the file; header, sections and ``.symtab`` as numpy arrays.
+1. ``elf``       maps the file; header, sections and ``.symtab`` as numpy arrays,
+                 every field checked against the file;
+   ``target``    refuses or flags two files built for different targets.
 2. ``symbols``   perfab's symbol rules (aliases once, statics keyed by file);
    ``compat``    bloat-o-meter's rules and output, exactly.
 3. ``families``  folds ``foo.cold``, ``foo.isra.N``, ``__pfx_foo``... into ``foo``.

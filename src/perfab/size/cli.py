@@ -36,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compat", action="store_true", help="bloat-o-meter's symbol rules and output exactly (nm types, .NUMBER merged)")
     p.add_argument("--no-dwarf", action="store_true", help="do not read DWARF: causes from symbols alone (faster)")
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text", help="report format (default text)")
+    p.add_argument("--allow-mismatch", action="store_true",
+                   help="diff files of another ELF class (32/64-bit) or byte order anyway (refused by default)")
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="rows per listing, largest |delta| kept, the rest summed (default 50; 0: all; compat: all)")
     p.add_argument("old", metavar="OLD", help="the baseline ELF file (vmlinux, .so, executable, .o)")
@@ -52,16 +54,24 @@ def main(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
     try:
         args = parser.parse_args(argv)
     except _UsageExit as err:
-        stderr.write(f"perfab size: {err}; see perfab size --help\n")
+        stderr.write(f"perfab size: {_one_line(str(err))}; see perfab size --help\n")
         return 2
     limit = args.limit if args.limit is not None else (0 if args.compat else 50)
     if limit < 0:
         stderr.write("perfab size: --limit must be >= 0 (0 prints every row)\n")
         return 2
     try:
-        diff = diff_files(args.old, args.new, compat=args.compat, mode=args.mode or "all", dwarf=not args.no_dwarf)
+        diff = diff_files(args.old, args.new, compat=args.compat, mode=args.mode or "all", dwarf=not args.no_dwarf,
+                          allow_mismatch=args.allow_mismatch)
     except PerfabError as err:
-        stderr.write(f"perfab size: {err}\n")
+        stderr.write(f"perfab size: {_one_line(str(err))}\n")
         return err.exit_code
+    if diff.mismatch:
+        stderr.write(f"perfab size: warning: {_one_line(diff.mismatch)}\n")
     stdout.write(render(diff, args.format, limit))
     return 0
+
+
+def _one_line(text: str) -> str:
+    """``text`` with line breaks shown as ``\\n`` (a file name may hold one), so an error stays one line."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")

@@ -115,7 +115,8 @@ def sums(idx: np.ndarray, key: np.ndarray, size: np.ndarray, selected: np.ndarra
     """Bytes per key over the ``selected`` entries, with one symbol position per key."""
     sel = np.flatnonzero(selected)
     keys, first, inv = np.unique(key[sel], return_index=True, return_inverse=True)
-    total = np.bincount(inv.ravel(), weights=size[sel], minlength=len(keys)).astype(np.int64)
+    total = np.zeros(len(keys), dtype=np.int64)
+    np.add.at(total, inv.ravel(), size[sel])  # exact in int64 (bincount's float weights round above 2**53)
     return keys, total, idx[sel[first]]
 
 

@@ -26,6 +26,7 @@ from perfab.size.elf import ElfFile, read_elf
 from perfab.size.families import FamilyMember, assign_families, family_base
 from perfab.size.keys import hash_str
 from perfab.size.symbols import KINDS, SectionUse, SymbolSet, read_symbols
+from perfab.size.target import check_targets
 
 MODES = {"all": ("all",), "text": ("text",), "data+rodata": ("data+rodata",), "categories": ("text", "data", "rodata")}
 _MODE_KINDS = {"all": KINDS, "text": ("text",), "data": ("data", "bss"), "rodata": ("rodata",), "data+rodata": ("data", "bss", "rodata")}
@@ -106,6 +107,7 @@ class SizeDiff:
     coverage: Coverage | None  # None in compat mode
     inline_changes: str | None  # the inline reader's own listing of changed inline sites
     warnings: tuple[str, ...]  # what could not be done, and why
+    mismatch: str | None = None  # how the two files' targets differ (``target.check_targets``); None: same target
 
     def kind_totals(self) -> dict[str, tuple[int, int]]:
         """size(1)-like totals: kind -> (old bytes, new bytes)."""
@@ -116,15 +118,22 @@ class SizeDiff:
         return {k: (v[0], v[1]) for k, v in out.items()}
 
 
-def diff_files(old: str | Path, new: str | Path, *, compat: bool = False, mode: str = "all", dwarf: bool = True) -> SizeDiff:
-    """Diff ``old`` against ``new``; ``mode`` is all, text, data+rodata or categories."""
+def diff_files(
+    old: str | Path, new: str | Path, *, compat: bool = False, mode: str = "all", dwarf: bool = True, allow_mismatch: bool = False
+) -> SizeDiff:
+    """Diff ``old`` against ``new``; ``mode`` is all, text, data+rodata or categories.
+
+    Files of another ELF class or byte order are refused unless ``allow_mismatch``;
+    another machine is reported in ``SizeDiff.mismatch`` (``target``).
+    """
     if mode not in MODES:
         raise UsageError(f"unknown size mode {mode!r}; use one of {', '.join(MODES)}")
     fo, fn = read_elf(old), read_elf(new)
+    mismatch = check_targets(fo, fn, allow_mismatch)
     warnings = [f"{f.path}: no .symtab (stripped): no symbol is counted, as bloat-o-meter would" for f in (fo, fn) if f.symbols is None]
     if compat:
         tables = tuple(C.compat_results(fo, fn, mode))  # bloat-o-meter's tables only: no sections, no families
-        return SizeDiff(str(old), str(new), True, tables, (), (), None, None, tuple(warnings))
+        return SizeDiff(str(old), str(new), True, tables, (), (), None, None, tuple(warnings), mismatch)
     for f in (fo, fn):
         if f.symbols is None:
             raise UsageError(f"{f.path}: no .symtab (stripped): nothing to compare symbol by symbol; give unstripped builds (a -dbg vmlinux)")
@@ -134,7 +143,8 @@ def diff_files(old: str | Path, new: str | Path, *, compat: bool = False, mode: 
     idx_old, idx_new, inline_changes, more = _inline_indexes(fo, fn, dwarf)
     families = _families(so, sn, joined, InlineView.of(idx_old), InlineView.of(idx_new), _MODE_KINDS[mode if mode != "categories" else "all"])
     coverage = Coverage(_text_pct(so), _text_pct(sn), _inline_pct(idx_old), _inline_pct(idx_new))
-    return SizeDiff(str(old), str(new), False, tables, families, _section_rows(so.sections, sn.sections), coverage, inline_changes, tuple(warnings + more))
+    sections = _section_rows(so.sections, sn.sections)
+    return SizeDiff(str(old), str(new), False, tables, families, sections, coverage, inline_changes, tuple(warnings + more), mismatch)
 
 
 @dataclass(frozen=True)

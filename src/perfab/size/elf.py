@@ -8,6 +8,18 @@ ELF32 and ELF64, little and big endian, ET_EXEC, ET_DYN and ET_REL.
 Layouts follow the System V ABI, "Object Files" chapter (``Elf64_Ehdr``,
 ``Elf64_Shdr``, ``Elf64_Sym`` and their 32-bit forms), including the
 extended numbering escapes (``e_shnum == 0``, ``SHN_XINDEX``).
+
+Every offset, size, count and index read from the file is checked before
+it is used (``_span``, ``_index``): a truncated or corrupt file is a
+``UsageError`` naming the file and the field that is wrong, e.g. "section
+header table at offset 18446744073709551615 lies beyond the end of the file
+(4096 bytes)".  What the checks guarantee the rest of the package:
+
+- every section with contents (not ``SHT_NOBITS``/``SHT_NULL``), the
+  section header table and the symbol table lie inside the file;
+- every ``sh_size`` and ``st_size`` is below 2**63 (``MAX_SIZE_BYTES``), so
+  sizes fit ``int64``;
+- every symbol name offset lies inside its string table, which ends in NUL.
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ import numpy as np
 
 from perfab.errors import UsageError
 
+SHT_NULL = 0
 SHT_NOBITS = 8
 SHT_SYMTAB = 2
 SHT_SYMTAB_SHNDX = 18
@@ -36,6 +49,7 @@ SHN_XINDEX = 0xFFFF
 STT_OBJECT, STT_FUNC, STT_SECTION, STT_FILE, STT_TLS, STT_GNU_IFUNC = 1, 2, 3, 4, 6, 10
 STB_LOCAL, STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE = 0, 1, 2, 10
 ET_NAMES = {1: "ET_REL", 2: "ET_EXEC", 3: "ET_DYN", 4: "ET_CORE"}
+MAX_SIZE_BYTES = 2**63  # no file or address space reaches it: a larger sh_size/st_size is corruption
 
 _SHDR_FIELDS = ["name", "type", "flags", "addr", "offset", "size", "link", "info", "addralign", "entsize"]
 _SYM64 = [("name", "u4"), ("info", "u1"), ("other", "u1"), ("shndx", "u2"), ("value", "u8"), ("size", "u8")]
@@ -113,8 +127,12 @@ class ElfFile:
     has_debug_info: bool  # a .debug_info section is present
 
 
+class _Corrupt(ValueError):
+    """What is wrong with the file, in words, without its name (``read_elf`` adds it)."""
+
+
 def read_elf(path: str | Path) -> ElfFile:
-    """Read ``path``'s header, sections and symbol table; UsageError if it is not ELF."""
+    """Read ``path``'s header, sections and symbol table; UsageError if it is not valid ELF."""
     p = Path(path)
     try:
         with open(p, "rb") as fh:
@@ -123,10 +141,13 @@ def read_elf(path: str | Path) -> ElfFile:
         raise UsageError(f"{path}: no such file; give the path of an ELF binary or object") from None
     except (IsADirectoryError, PermissionError, ValueError, OSError) as err:
         raise UsageError(f"{path}: cannot read it ({getattr(err, 'strerror', None) or err}); give a readable, non-empty ELF file") from None
+    invalid = "not a valid ELF file (truncated or corrupt); rebuild or re-copy it"
     try:
         return _parse(str(path), data)
-    except (struct.error, ValueError, IndexError) as err:
-        raise UsageError(f"{path}: truncated or corrupt ELF ({err}); rebuild or re-copy the file") from None
+    except _Corrupt as err:
+        raise UsageError(f"{path}: {err}: {invalid}") from None
+    except (struct.error, ValueError, IndexError, OverflowError) as err:  # a field no check above covers
+        raise UsageError(f"{path}: unreadable ELF structure ({type(err).__name__}: {err}): {invalid}") from None
 
 
 def _parse(path: str, data) -> ElfFile:
@@ -137,7 +158,9 @@ def _parse(path: str, data) -> ElfFile:
         raise UsageError(f"{path}: unknown ELF class {cls} or data encoding {enc}; the file is corrupt")
     end = "<" if enc == 1 else ">"
     wide = cls == 2
-    ehdr = struct.unpack_from(end + ("HHIQQQIHHHHHH" if wide else "HHIIIIIHHHHHH"), data, 16)
+    fmt = end + ("HHIQQQIHHHHHH" if wide else "HHIIIIIHHHHHH")
+    _span(data, "ELF header", 0, 16 + struct.calcsize(fmt))
+    ehdr = struct.unpack_from(fmt, data, 16)
     e_type, e_machine, e_shoff = ehdr[0], ehdr[1], ehdr[5]
     e_shentsize, e_shnum, e_shstrndx = ehdr[10], ehdr[11], ehdr[12]
     shdrs = _section_headers(data, end, wide, e_shoff, e_shentsize, e_shnum)
@@ -151,9 +174,24 @@ def _parse(path: str, data) -> ElfFile:
         elf_type=ET_NAMES.get(e_type, f"ET_{e_type:#x}"),
         machine=e_machine,
         sections=sections,
-        symbols=_symbols(data, end, wide, shdrs),
+        symbols=_symbols(data, end, wide, shdrs, sections),
         has_debug_info=any(s.name in (".debug_info", ".zdebug_info") for s in sections),
     )
+
+
+def _span(data, what: str, offset: int, size: int) -> None:
+    """Check that ``size`` bytes at ``offset`` lie inside the file."""
+    n = len(data)
+    if offset > n or (size and offset >= n):
+        raise _Corrupt(f"{what} at offset {offset} lies beyond the end of the file ({n} bytes)")
+    if size > n - offset:
+        raise _Corrupt(f"{what} at offset {offset}, {size} bytes long, runs past the end of the file ({n} bytes)")
+
+
+def _index(what: str, index: int, count: int) -> None:
+    """Check that a section index read from the file names one of the ``count`` sections."""
+    if index >= count:
+        raise _Corrupt(f"{what} {index} is past the last of the {count} sections")
 
 
 def _section_headers(data, end: str, wide: bool, shoff: int, entsize: int, shnum: int) -> np.ndarray:
@@ -163,38 +201,89 @@ def _section_headers(data, end: str, wide: bool, shoff: int, entsize: int, shnum
     if shoff == 0:
         return np.zeros(0, dtype=dtype)
     if entsize != dtype.itemsize:
-        raise ValueError(f"section header entry size {entsize}, expected {dtype.itemsize}")
+        raise _Corrupt(f"section header entry size is {entsize} bytes, not the {dtype.itemsize} of ELF{64 if wide else 32}")
+    _span(data, "section header table", shoff, dtype.itemsize)
     if shnum == 0:  # extended numbering: the count lives in section 0's sh_size
         shnum = int(np.frombuffer(data, dtype=dtype, count=1, offset=shoff)["size"][0])
+    _span(data, f"section header table ({shnum} entries)", shoff, shnum * entsize)
     return np.frombuffer(data, dtype=dtype, count=shnum, offset=shoff)
 
 
-def _cstr(data, offset: int) -> str:
-    stop = data.find(b"\0", offset)
-    return data[offset:stop].decode("utf-8", "surrogateescape")
+def _contents(data, shdrs: np.ndarray, index: int, what: str) -> bytes:
+    """The bytes of section ``index`` (checked to lie in the file by ``_sections``)."""
+    row = shdrs[index]
+    if int(row["type"]) in (SHT_NOBITS, SHT_NULL):
+        kind = "SHT_NOBITS" if int(row["type"]) == SHT_NOBITS else "SHT_NULL"
+        raise _Corrupt(f"{what} (section {index}) has no contents in the file ({kind})")
+    offset = int(row["offset"])
+    return bytes(data[offset : offset + int(row["size"])])
 
 
 def _sections(data, shdrs: np.ndarray, shstrndx: int) -> tuple[Section, ...]:
+    """Sections with their names; checks each against the file and ``MAX_SIZE_BYTES``."""
+    n = len(shdrs)
+    table = b""
+    if n and shstrndx != SHN_UNDEF:
+        _index("section name table index (e_shstrndx)", shstrndx, n)
+        _section_in_file(data, shstrndx, "section name table", shdrs[shstrndx].tolist())
+        table = _contents(data, shdrs, shstrndx, "section name table")
     out = []
-    stroff = int(shdrs["offset"][shstrndx]) if 0 < shstrndx < len(shdrs) else None
     for i, row in enumerate(shdrs.tolist()):
-        name = _cstr(data, stroff + row[0]) if stroff is not None else ""
+        name = _table_str(table, row[0], f"section {i}'s name", "the section name table") if table else ""
+        _section_in_file(data, i, name, row)
         out.append(Section(i, name, row[1], row[2], row[3], row[5]))
     return tuple(out)
 
 
-def _symbols(data, end: str, wide: bool, shdrs: np.ndarray) -> ElfSymbols | None:
+def _section_in_file(data, i: int, name: str, row: list) -> None:
+    """Sections with contents lie in the file; the others' sizes stay below ``MAX_SIZE_BYTES``."""
+    typ, offset, size = row[1], row[4], row[5]
+    if typ in (SHT_NOBITS, SHT_NULL):
+        if size >= MAX_SIZE_BYTES:
+            raise _Corrupt(f"section {i} ({name}) is {size} bytes, larger than any address space")
+    else:
+        _span(data, f"section {i} ({name})", offset, size)
+
+
+def _table_str(table: bytes, offset: int, what: str, where: str) -> str:
+    """The NUL-terminated string at ``offset`` of a string table (to its end if unterminated)."""
+    if offset >= len(table):
+        raise _Corrupt(f"{what} at offset {offset} lies outside {where} ({len(table)} bytes)")
+    stop = table.find(b"\0", offset)
+    return table[offset : stop if stop >= 0 else len(table)].decode("utf-8", "surrogateescape")
+
+
+def _symbols(data, end: str, wide: bool, shdrs: np.ndarray, sections: tuple[Section, ...]) -> ElfSymbols | None:
     found = np.nonzero(shdrs["type"] == SHT_SYMTAB)[0]
     if len(found) == 0:
         return None
-    sh = shdrs[found[0]]
+    index = int(found[0])
+    sh = shdrs[index]
     dtype = np.dtype([(n, end + k) for n, k in (_SYM64 if wide else _SYM32)])
+    if int(sh["entsize"]) not in (0, dtype.itemsize):
+        raise _Corrupt(f"symbol table entry size is {int(sh['entsize'])} bytes, not the {dtype.itemsize} of ELF{64 if wide else 32}")
     count = int(sh["size"]) // dtype.itemsize
     syms = np.frombuffer(data, dtype=dtype, count=count, offset=int(sh["offset"]))[1:]
-    strtab = shdrs[int(sh["link"])]
-    strings = data[int(strtab["offset"]) : int(strtab["offset"]) + int(strtab["size"])]
-    shndx = _extended_shndx(data, end, shdrs, int(found[0]), syms)
-    return ElfSymbols(**_with_files(syms, syms["info"], shndx, bytes(strings)))
+    link = int(sh["link"])
+    _index("symbol table's string table index (sh_link)", link, len(shdrs))
+    strings = _contents(data, shdrs, link, f"string table of {sections[index].name}")
+    _check_symbols(syms, strings)
+    shndx = _extended_shndx(data, end, shdrs, index, syms)
+    return ElfSymbols(**_with_files(syms, syms["info"], shndx, strings if strings.endswith(b"\0") else strings + b"\0"))
+
+
+def _check_symbols(syms: np.ndarray, strings: bytes) -> None:
+    """Every name offset inside the string table, every size below ``MAX_SIZE_BYTES``."""
+    names = syms["name"].astype(np.int64)
+    bad = np.flatnonzero((names >= len(strings)) & (names != 0))
+    if len(bad):
+        j = int(bad[0])
+        raise _Corrupt(f"symbol {j + 1}'s name at offset {names[j]} lies outside its string table ({len(strings)} bytes)")
+    big = np.flatnonzero(syms["size"] >= MAX_SIZE_BYTES) if syms.dtype["size"].itemsize == 8 else []
+    if len(big):
+        j = int(big[0])
+        name = _table_str(strings, int(names[j]), "", "") if names[j] else ""
+        raise _Corrupt(f"symbol {j + 1} ({name}) is {int(syms['size'][j])} bytes, larger than any address space")
 
 
 def _names(strings: bytes, offsets: np.ndarray, wanted: np.ndarray) -> list[str]:
@@ -222,7 +311,10 @@ def _extended_shndx(data, end: str, shdrs: np.ndarray, symtab_index: int, syms: 
     if escaped.any():
         match = np.nonzero((shdrs["type"] == SHT_SYMTAB_SHNDX) & (shdrs["link"] == symtab_index))[0]
         if len(match):
-            ext = np.frombuffer(data, dtype=end + "u4", count=len(syms) + 1, offset=int(shdrs["offset"][match[0]]))
+            k = int(match[0])
+            if int(shdrs["size"][k]) < 4 * (len(syms) + 1):
+                raise _Corrupt(f"section {k} (SHT_SYMTAB_SHNDX) holds {int(shdrs['size'][k]) // 4} section indices for {len(syms) + 1} symbols")
+            ext = np.frombuffer(data, dtype=end + "u4", count=len(syms) + 1, offset=int(shdrs["offset"][k]))
             shndx[escaped] = ext[1:][escaped]
     return shndx
 

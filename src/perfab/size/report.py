@@ -5,12 +5,18 @@ so the numbers people know come first; then size(1)-like totals, the
 families with their causes, and the accounting of every changed section.
 A listing cut to ``limit`` rows keeps the largest |delta| and states what
 the cut rows add up to.  In compat mode the text is bloat-o-meter's, byte
-for byte.
+for byte.  Files built for different targets (``target``) open the text and
+markdown reports with a warning.
+
+Markdown escapes what markdown would act on: names and file names go in
+code spans fenced past their own backticks, with ``|`` escaped inside table
+cells; other text is backslash-escaped; line breaks show as ``\\n``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict
 
 from perfab.size import compat as C
@@ -138,7 +144,7 @@ def format_text(d: SizeDiff, limit: int = 50) -> str:
     if d.compat:
         return C.format_compat(list(d.tables)) if not limit else "\n".join(
             line for t in d.tables for line in _table_lines(t, limit)) + "\n"
-    lines: list[str] = []
+    lines: list[str] = [f"WARNING: {d.mismatch}", ""] if d.mismatch else []
     for t in d.tables:
         lines += _table_lines(t, limit)
     lines += _sizes_lines(d) + _family_lines(d, limit) + _accounting_lines(d, limit)
@@ -151,7 +157,9 @@ def format_text(d: SizeDiff, limit: int = 50) -> str:
 
 def format_markdown(d: SizeDiff, limit: int = 50) -> str:
     """The report as markdown tables (a review comment, a cover letter draft)."""
-    out = [f"### perfab size: `{d.old_path}` -> `{d.new_path}`", ""]
+    out = [f"### perfab size: {_md_code(d.old_path, False)} -> {_md_code(d.new_path, False)}", ""]
+    if d.mismatch:
+        out += [f"> **Warning:** {_md_text(d.mismatch)}", ""]
     for t in d.tables:
         out += _md_table(t, limit)
     if not d.compat:
@@ -161,20 +169,45 @@ def format_markdown(d: SizeDiff, limit: int = 50) -> str:
         out += [""] + [f"- {line.strip()}" for line in _cause_summary(list(d.families))[1:]] + [""]
         out += _md_families(d, limit) + [""] + _check_lines(d)
     if d.warnings:
-        out += ["", "Not done:"] + [f"- {w}" for w in d.warnings]
+        out += ["", "Not done:"] + [f"- {_md_text(w)}" for w in d.warnings]
     return "\n".join(out) + "\n"
 
 
-def _md_cut(text: str) -> str:
-    return text.replace("|", "\\|")  # a bare | would end the table cell
+_MD_PUNCT = re.compile(r"([\\`*_\[\]<>|~&#])")
+
+
+def _md_text(text: str) -> str:
+    """Markdown text that renders as ``text``: markup characters backslash-escaped
+    (a bare | would end a table cell), line breaks shown as \\n."""
+    return _MD_PUNCT.sub(r"\\\1", text).replace("\r", "\\\\r").replace("\n", "\\\\n")
+
+
+def _md_code(text: str, in_table: bool = True) -> str:
+    """``text`` as an inline code span (CommonMark 6.1): fenced by more backticks than
+    it holds in a row, padded when it starts or ends with one; in a table, | escaped
+    (GFM 4.10); line breaks shown as \\n.
+
+    A table cell cannot hold ``\\|`` in code: GitHub's table scanner reads ``\\\\``
+    as one escape and splits at the pipe after it; such text is escaped plain text.
+    """
+    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    if not text:
+        return ""
+    if in_table and "\\|" in text:
+        return _md_text(text)
+    if in_table:
+        text = text.replace("|", "\\|")
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text[0] == "`" or text[-1] == "`" or (text[0] == " " and text[-1] == " ") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _md_table(t: C.SymbolTable, limit: int) -> list[str]:
     kept, cut = _cut(list(t.rows), limit, lambda r: r[3])
     out = [f"`{C.header_line(t)}`", "", f"| {t.title} | old | new | delta |", "|---|---:|---:|---:|"]
-    out += [f"| `{n}` | {_n(o)} | {_n(nw)} | {dl:+d} |" for n, o, nw, dl in kept]
+    out += [f"| {_md_code(n)} | {_n(o)} | {_n(nw)} | {dl:+d} |" for n, o, nw, dl in kept]
     if cut:
-        out.append(f"| {_md_cut(_cut_line('rows', cut, lambda r: r[3]))} | | | |")
+        out.append(f"| {_md_text(_cut_line('rows', cut, lambda r: r[3]))} | | | |")
     return out + ["", f"`{C.total_line(t.old_total_bytes, t.new_total_bytes)}`", ""]
 
 
@@ -182,10 +215,11 @@ def _md_families(d: SizeDiff, limit: int) -> list[str]:
     kept, cut = _cut(list(d.families), limit, lambda f: f.delta_bytes)
     out = ["| Family | old | new | delta | cause | members |", "|---|---:|---:|---:|---|---|"]
     for f in kept:
-        members = ", ".join(f"`{m.name}` {m.delta_bytes:+d}" for m in f.members if len(f.members) > 1)
-        out.append(f"| `{_fam_name(f, d)}` | {_n(f.old_bytes)} | {_n(f.new_bytes)} | {f.delta_bytes:+d} | {f.cause.text} | {members} |")
+        members = ", ".join(f"{_md_code(m.name)} {m.delta_bytes:+d}" for m in f.members if len(f.members) > 1)
+        cells = [_md_code(_fam_name(f, d)), _n(f.old_bytes), _n(f.new_bytes), f"{f.delta_bytes:+d}", _md_text(f.cause.text), members]
+        out.append(f"| {' | '.join(cells)} |")
     if cut:
-        out.append(f"| {_md_cut(_cut_line('families', cut, lambda f: f.delta_bytes))} | | | | | |")
+        out.append(f"| {_md_text(_cut_line('families', cut, lambda f: f.delta_bytes))} | | | | | |")
     return out
 
 

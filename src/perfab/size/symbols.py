@@ -198,21 +198,55 @@ def _section_uses(f: E.ElfFile, kinds: list[str | None], idx: np.ndarray) -> tup
 
 
 def _covered(f: E.ElfFile, ndx: np.ndarray, sel: np.ndarray, n: int) -> np.ndarray:
-    """Per section index: bytes in the union of symbol ranges (sorted-sweep over starts)."""
-    s = f.symbols
-    base = np.array([sec.addr for sec in f.sections], dtype=np.uint64)
-    limit = np.array([sec.size_bytes for sec in f.sections], dtype=np.int64)
-    rel = (s.value[sel] - base[ndx]).astype(np.int64)
-    start = np.clip(rel, 0, limit[ndx])
-    end = np.clip(rel + s.size[sel].astype(np.int64), 0, limit[ndx])
-    key = (ndx << 40) + start
-    order = np.argsort(key, kind="stable")
-    kstart, kend = key[order], (ndx[order] << 40) + end[order]
-    prev_max = np.maximum.accumulate(np.concatenate(([0], kend[:-1])))
-    gain = np.maximum(0, kend - np.maximum(kstart, prev_max))
+    """Per section index: bytes in the union of symbol ranges, each range clipped to its section.
+
+    Addresses stay uint64 (a symbol may sit anywhere in the 64-bit space) and
+    offsets within a section fit int64 (``elf`` keeps sizes below 2**63).
+    Ranges are swept in (section, start) order; each gains the bytes past the
+    furthest end seen before it in its own section.
+    """
     out = np.zeros(n + 1, dtype=np.int64)
-    np.add.at(out, ndx[order], gain)
+    if len(sel) == 0:
+        return out
+    s = f.symbols
+    start, end = _offsets_in_section(
+        s.value[sel], s.size[sel],
+        np.array([sec.addr for sec in f.sections], dtype=np.uint64)[ndx],
+        np.array([sec.size_bytes for sec in f.sections], dtype=np.uint64)[ndx],
+    )
+    order = np.lexsort((start, ndx))
+    ndx, start, end = ndx[order], start[order], end[order]
+    np.add.at(out, ndx, np.maximum(0, end - np.maximum(start, _furthest_before(ndx, end))))
     return out
+
+
+def _offsets_in_section(value: np.ndarray, size: np.ndarray, base: np.ndarray, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[start, end) of each symbol's range as offsets into its section, clipped to [0, limit).
+
+    uint64 throughout and no sum can wrap: an offset is only added to a size
+    already cut to what is left of the section.
+    """
+    above = value >= base
+    off = np.where(above, value - base, 0)  # symbol starts inside or past the section
+    before = np.where(above, 0, base - value)  # bytes of the symbol before the section starts
+    start = np.minimum(off, limit)
+    room = limit - start
+    end = np.where(above, start + np.minimum(size, room), np.minimum(np.where(size > before, size - before, 0), limit))
+    return start.astype(np.int64), end.astype(np.int64)
+
+
+def _furthest_before(ndx: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For each position of ``ndx``-sorted ranges: the largest ``end`` before it with the same ``ndx`` (0: none).
+
+    The running maximum is taken over ranks of (ndx, end) pairs, so a section's
+    ends never mix with another's and no key packing can overflow.
+    """
+    by_end = np.lexsort((end, ndx))
+    rank = np.empty_like(by_end)
+    rank[by_end] = np.arange(len(by_end))
+    prev = np.concatenate(([-1], np.maximum.accumulate(rank)[:-1]))
+    at = by_end[np.maximum(prev, 0)]
+    return np.where((prev >= 0) & (ndx[at] == ndx), end[at], 0)
 
 
 def _group_uses(f: E.ElfFile, kinds, sym_bytes: np.ndarray, covered: np.ndarray) -> tuple[SectionUse, ...]:
