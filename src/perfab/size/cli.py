@@ -35,7 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", dest="prefix", metavar="PREFIX", help="accepted for bloat-o-meter compatibility; ignored (nm is not run)")
     p.add_argument("--compat", action="store_true", help="bloat-o-meter's symbol rules and output exactly (nm types, .NUMBER merged)")
     p.add_argument("--no-dwarf", action="store_true", help="do not read DWARF: causes from symbols alone (faster)")
-    p.add_argument("--format", choices=("text", "json", "markdown"), default="text", help="report format (default text)")
+    p.add_argument("--format", choices=("text", "json", "markdown", "html"), default="text",
+                   help="report format (default text); html: one self-contained page of sortable tables")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="rows per listing, largest |delta| kept, the rest summed (default 50; 0: all; compat: all)")
     p.add_argument("old", metavar="OLD", help="the baseline ELF file (vmlinux, .so, executable, .o)")
@@ -63,5 +65,19 @@ def main(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
     except PerfabError as err:
         stderr.write(f"perfab size: {err}\n")
         return err.exit_code
-    stdout.write(render(diff, args.format, limit))
+    if args.format == "html":
+        from perfab.report.html.size import render_size_html
+
+        text = render_size_html(diff, limit)
+    else:
+        text = render(diff, args.format, limit)
+    if args.output is None:
+        stdout.write(text)
+        return 0
+    try:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as err:
+        stderr.write(f"perfab size: cannot write {args.output}: {err.strerror or err}; give a writable path\n")
+        return 2
     return 0
