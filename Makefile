@@ -32,6 +32,7 @@ sysdeps:
 	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
 	command -v llvm-dwarfdump >/dev/null 2>&1 || missing="$$missing llvm"; \
 	command -v cargo >/dev/null 2>&1 || missing="$$missing cargo"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
