@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --resume: take over a session claimed by a runner that cannot be checked from here")
     run.add_argument("--side", help="for external sides: which side this machine/boot is")
     run.add_argument("--no-report", action="store_true", help="store the runs, print no report")
+    run.add_argument("--html", metavar="FILE", help="also write the report as one self-contained HTML page to FILE")
     _report_opts(run)
 
     rep = sub.add_parser("report", help="analyse stored runs and print the comparison")
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     _report_opts(rep)
     rep.add_argument("--fail-on-regression", action="store_true",
                      help="exit 1 when a primary metric regressed beyond noise (**)")
+    rep.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
 
     plan = sub.add_parser("plan", help="print the run order a spec would use, without running")
     plan.add_argument("spec")
@@ -148,10 +150,13 @@ def cmd_run(args, stdout, stderr) -> int:
         if result.status == "interrupted":
             print(f"perfab: interrupted after {result.runs_done} runs; stored. Continue with "
                   f"`{_resume_command(args)}`", file=stderr)
-        if args.no_report:
+        if args.no_report and not args.html:
             return 0 if result.status == "finished" else 130
         analysis = analyse(store, exp.name, args.alpha, args.confidence, args.method, args.show_all)
-    stdout.write(render(analysis, args.format, args.absolute))
+    if args.html:
+        _write_output(args.html, render(analysis, "html"))
+    if not args.no_report:
+        stdout.write(render(analysis, args.format, args.absolute))
     return 0 if result.status == "finished" else 130
 
 
@@ -177,17 +182,30 @@ def cmd_report(args, stdout, stderr) -> int:
             named.append((db, analyse(store, args.experiment, args.alpha, args.confidence, args.method,
                                       args.show_all)))
     if len(named) == 1:
-        stdout.write(render(named[0][1], args.format, args.absolute))
+        text = render(named[0][1], args.format, args.absolute)
     else:
         from perfab.report.across import render_across
 
-        stdout.write(render_across(named, args.format, render))
+        text = render_across(named, args.format, render)
+    if args.output:
+        _write_output(args.output, text)
+    else:
+        stdout.write(text)
     if args.fail_on_regression:
         bad = [f"{db}: {b}" if len(named) > 1 else b for db, analysis in named for b in regressions(analysis)]
         if bad:
             print(f"perfab: regression beyond noise in primary metric(s): {'; '.join(bad)}", file=stderr)
             return 1
     return 0
+
+
+def _write_output(path: str, text: str) -> None:
+    """Write a report to ``path``; a file that cannot be written is a usage error, not a traceback."""
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise UsageError(f"cannot write the report to {path}: {e.strerror or e}; give a writable path") from None
 
 
 def cmd_plan(args, stdout, stderr) -> int:

@@ -1,4 +1,4 @@
-"""Stage 6: rendering an analysis as text, markdown, JSON or CSV."""
+"""Stage 6: rendering an analysis as text, markdown, JSON, CSV or HTML."""
 
 from __future__ import annotations
 
@@ -10,6 +10,15 @@ from perfab.report.numbers import fmt_change
 from perfab.report.text import render_text
 
 RENDERERS = {"text": render_text, "markdown": render_markdown, "json": render_json, "csv": render_csv}
+
+
+def _render_html(analysis: Analysis) -> str:
+    from perfab.report.html import render_html  # imported on use: the text path stays light
+
+    return render_html(analysis)
+
+
+RENDERERS["html"] = _render_html
 
 
 def render(analysis: Analysis, fmt: str = "text", absolute: bool = False) -> str:

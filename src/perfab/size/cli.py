@@ -35,7 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", dest="prefix", metavar="PREFIX", help="accepted for bloat-o-meter compatibility; ignored (nm is not run)")
     p.add_argument("--compat", action="store_true", help="bloat-o-meter's symbol rules and output exactly (nm types, .NUMBER merged)")
     p.add_argument("--no-dwarf", action="store_true", help="do not read DWARF: causes from symbols alone (faster)")
-    p.add_argument("--format", choices=("text", "json", "markdown"), default="text", help="report format (default text)")
+    p.add_argument("--format", choices=("text", "json", "markdown", "html"), default="text",
+                   help="report format (default text); html: one self-contained page of sortable tables")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
     p.add_argument("--allow-mismatch", action="store_true",
                    help="diff files of another ELF class (32/64-bit) or byte order anyway (refused by default)")
     p.add_argument("--limit", type=int, default=None, metavar="N",
@@ -68,7 +70,22 @@ def main(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
         return err.exit_code
     if diff.mismatch:
         stderr.write(f"perfab size: warning: {_one_line(diff.mismatch)}\n")
-    stdout.write(render(diff, args.format, limit))
+    if args.format == "html":
+        from perfab.report.html.size import render_size_html
+
+        text = render_size_html(diff, limit)
+    else:
+        text = render(diff, args.format, limit)
+    if args.output is None:
+        stdout.write(text)
+        return 0
+    try:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as err:
+        stderr.write(f"perfab size: cannot write {_one_line(args.output)}: {err.strerror or err}; "
+                     "give a writable path\n")
+        return 2
     return 0
 
 
