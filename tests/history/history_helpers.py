@@ -36,7 +36,7 @@ git = "{ref}"
 
 [[workload]]
 name = "will-it-scale"
-argv = ["{{src}}/tlb_flush2", "-t", "2"]
+argv = ["{{src}}/tlb_flush2", "-t", "{threads}"]
 parser = "keyvalue"
 
 [[workload.metric]]
@@ -81,9 +81,9 @@ def behaviour(seed: int, noise: float = 0.005):
 
 
 def run_session(db: Path, spec_dir: Path, repo: Path, ref: str, seed: int, env: dict | None = None,
-                runs: int = 8) -> None:
+                runs: int = 8, threads: int = 2) -> None:
     """One finished session of side ``kernel`` built from ``ref``."""
-    text = SPEC.format(runs=runs, repo=repo, ref=ref)
+    text = SPEC.format(runs=runs, repo=repo, ref=ref, threads=threads)
     path = spec_dir / "tlb.toml"
     path.write_text(text)
     with Store(db) as store:
@@ -94,7 +94,7 @@ def run_session(db: Path, spec_dir: Path, repo: Path, ref: str, seed: int, env: 
 
 def run_plain(db: Path, seed: int) -> None:
     """One finished session of a spec whose side is not built from git."""
-    text = SPEC.format(runs=3, repo="", ref="x").replace('git = "x"\n', "").replace('repo = ""\n', "")
+    text = SPEC.format(runs=3, repo="", ref="x", threads=2).replace('git = "x"\n', "").replace('repo = ""\n', "")
     text = text.replace("{src}/tlb_flush2", "./tlb_flush2")
     Path("speed").write_text("1.0\n")
     with Store(db) as store:
