@@ -8,6 +8,7 @@ statistic, its assumptions and the reference.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,8 +73,13 @@ class EDivisive:
     (Phipson & Smyth, Stat. Appl. Genet. Mol. Biol. 9 (2010) 39).  A
     candidate with p <= alpha becomes a change point and the search goes
     on in the new partition; the first candidate with p > alpha ends it.
-    The permutations come from a generator seeded with ``seed``: the same
-    series gives the same answer every time.  R = 199 as in the authors'
+    The permutations come from a generator seeded with ``seed`` and the
+    series' own bytes (SHA-256): the same series gives the same answer
+    every time, and different series get unrelated permutations.  (With
+    one fixed set of permutations for every series, the rate of false
+    alarms over many series is that set's, which may sit above alpha: 5.5%
+    instead of at most 5% in 40,000 simulated series of 10 sessions with
+    outliers; the guarantee holds over random permutations.)  R = 199 as in the authors'
     ``ecp`` package: p-values are resolved to 0.005.  The test stops early
     in the manner of Besag & Clifford's sequential Monte Carlo test
     (Biometrika 78 (1991) 301-304): once h = floor(alpha (R + 1)) permuted
@@ -123,7 +129,7 @@ class EDivisive:
         if z.ndim != 1 or not np.all(np.isfinite(z)):
             raise ValueError("the series must be one-dimensional and finite")
         distances = np.abs(np.subtract.outer(z, z)) ** self.exponent
-        rng = np.random.default_rng(self.seed)
+        rng = np.random.default_rng([self.seed, *np.frombuffer(hashlib.sha256(z.tobytes()).digest(), np.uint32)])
         bounds = [0, len(z)]
         found: list[ChangePoint] = []
         rejected = None
