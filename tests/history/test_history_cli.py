@@ -171,3 +171,11 @@ def test_sessions_without_commits_are_in_date_order_and_too_few_are_not_tested(t
     header = next(i for i, line in enumerate(lines) if line.startswith("Date"))
     assert lines[header].split() == ["Date", "Session", "Median", "Interval", "n"]
     assert [line.split()[2] for line in lines[header + 2:header + 5]] == ["1", "2", "3"]
+
+
+def test_readme_example_is_the_golden_output():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    lines = readme.split("\n    perfab history: tlb\n", 1)[1].split("\n\n    Median of each", 1)[0]
+    golden = (Path(__file__).parent / "golden" / "regressed.text.stdout").read_text()
+    shown = "perfab history: tlb\n" + "\n".join(line[4:] for line in lines.split("\n"))
+    assert golden.replace("<tmp>/repo", "/src/linux").startswith(shown + "\n")
