@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from history_helpers import git, make_repo
-from perfab.analyse.commits import OrderError, find_repository, topological_positions
+from perfab.analyse.commits import OrderError, order_commits, topological_positions
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git (make test installs it)")
 
@@ -46,14 +46,23 @@ def test_a_commit_the_repository_lacks_is_named(tmp_path):
         topological_positions(tmp_path / "repo", ["0123456789abcdef0123456789abcdef01234567"])
 
 
-def test_repository_is_found_from_a_surviving_checkout(tmp_path):
-    make_repo(tmp_path / "repo", [1.0])
+def test_the_first_repository_holding_every_commit_orders_them(tmp_path):
+    commits = make_repo(tmp_path / "repo", [1.0, 2.0])
+    make_repo(tmp_path / "other", [3.0])  # a repository, but not the one the sides came from
     git(tmp_path / "repo", "worktree", "add", "-q", "--detach", str(tmp_path / "checkout"), "HEAD")
+    where, pos = order_commits(commits, None, lambda: tmp_path / "other",
+                               [str(tmp_path / "nowhere"), str(tmp_path / "checkout")])
+    assert where == tmp_path / "checkout" and pos == {commits[0]: 0, commits[1]: 1}
+
+
+def test_no_repository_holding_the_commits_is_an_order_error_naming_the_fix(tmp_path):
+    commits = make_repo(tmp_path / "repo", [1.0])
+    make_repo(tmp_path / "other", [3.0])
 
     def gone():
         raise OrderError("spec directory gone")
 
-    assert find_repository(None, gone, [str(tmp_path / "nowhere"), str(tmp_path / "checkout")]) \
-        == tmp_path / "checkout"
-    with pytest.raises(OrderError, match="pass --repo PATH"):
-        find_repository(None, gone, [str(tmp_path / "nowhere")])
+    with pytest.raises(OrderError, match="was not found .*; pass --repo PATH"):
+        order_commits(commits, None, gone, [str(tmp_path / "nowhere")])
+    with pytest.raises(OrderError, match=f"commit {commits[0][:12]} is not in it.*; pass --repo PATH"):
+        order_commits(commits, None, lambda: tmp_path / "other", [])

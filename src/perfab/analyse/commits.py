@@ -8,10 +8,12 @@ history from the commits' common ancestor up is listed (``git merge-base
 --octopus``), so a kernel repository with a million commits costs no more
 than the range a bisection or a series of sessions spans.
 
-``find_repository`` picks the repository: the one named, else the one the
-newest session's spec names (``experiment.repo``, or the directory holding
-the spec), else a checkout of a side (``sources[side]["src"]``, a git
-worktree of that repository) while it still exists.
+``order_commits`` picks the repository: the one named, else the first
+that holds every commit of: the one the newest session's spec names
+(``experiment.repo``, or the directory holding the spec, which may be
+relative to where ``perfab run`` ran), a checkout of a side
+(``sources[side]["src"]``, a git worktree of that repository) while it
+still exists.
 """
 
 from __future__ import annotations
@@ -47,23 +49,35 @@ def topological_positions(repo: Path, commits: list[str]) -> dict[str, int]:
     return {c: positions[c] for c in unique}
 
 
-def find_repository(named: str | None, spec_repo, checkouts: list[str]) -> Path:
-    """The repository to order commits by (see the module docstring); OrderError when none is found."""
+def order_commits(commits: list[str], named: str | None, spec_repo, checkouts: list[str]) -> tuple[Path, dict]:
+    """(repository, positions): the commits' topological positions in the first candidate repository that
+    holds them all (see the module docstring); OrderError naming why when none does."""
     if named:
         if (top := _toplevel(Path(named))) is None:
             raise UsageError(f"--repo {named}: not a git repository; pass the repository the sides were built from")
-        return top
+        return top, topological_positions(top, commits)
+    why = ("the repository the sides were built from was not found (the spec's directory and the checkouts "
+           "are gone)")
+    for candidate in _candidates(spec_repo, checkouts):
+        try:
+            return candidate, topological_positions(candidate, commits)
+        except OrderError as e:
+            why = str(e)
+    raise OrderError(f"{why}; pass --repo PATH")
+
+
+def _candidates(spec_repo, checkouts: list[str]):
+    """The spec's repository, then each checkout that still exists, each once."""
+    seen = set()
     try:
-        found = spec_repo()
-        if found is not None:
-            return found
+        first = [spec_repo()]
     except PerfabError:
-        pass
-    for src in checkouts:
-        if Path(src).is_dir() and (top := _toplevel(Path(src))) is not None:
-            return top
-    raise OrderError("the repository the sides were built from was not found (the spec's directory and the "
-                     "checkouts are gone); pass --repo PATH")
+        first = []
+    for path in first + [Path(src) for src in checkouts if src and Path(src).is_dir()]:
+        top = _toplevel(path) if path is not None else None
+        if top is not None and top not in seen:
+            seen.add(top)
+            yield top
 
 
 def _toplevel(path: Path) -> Path | None:

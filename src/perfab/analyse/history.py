@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from perfab.analyse.commits import OrderError, find_repository, topological_positions
+from perfab.analyse.commits import OrderError, order_commits
 from perfab.analyse.edivisive import Detection, EDivisive
 from perfab.analyse.names import LABELS
 from perfab.analyse.summary import median_interval
@@ -221,8 +221,7 @@ def _order(sessions: tuple[Session, ...], side: str, spec: Experiment, repo: str
         return SideOrder(side, "date", None, note), by_date
     checkouts = [(s.sources.get(side) or {}).get("src", "") for s in reversed(sessions)]
     try:
-        where = find_repository(repo, lambda: _spec_repository(spec), checkouts)
-        positions = topological_positions(where, list(commits.values()))
+        where, positions = order_commits(list(commits.values()), repo, lambda: _spec_repository(spec), checkouts)
     except OrderError as e:
         return SideOrder(side, "date", None, str(e)), by_date
     keys = {s.id: (positions[commits[s.id]], s.started_at, s.id) for s in sessions}
