@@ -88,6 +88,15 @@ def test_the_same_series_gives_the_same_answer():
     assert first == second
 
 
+def test_fixed_seed_false_alarms_each_series_gets_its_own_permutations():
+    """Regression: one permutation set for every series put the false-alarm rate over many series at 5.5%."""
+    method = EDivisive(seed=1)
+    a, b = np.array([1.0, 2.0, 3.0, 4.0]), np.array([1.0, 2.0, 3.0, 4.5])
+    assert method.generator(a).random() == method.generator(a.copy()).random()
+    assert method.generator(a).random() != method.generator(b).random()
+    assert method.generator(a).random() != EDivisive(seed=2).generator(a).random()
+
+
 def test_bad_input_and_settings_are_refused():
     with pytest.raises(ValueError, match="finite"):
         EDivisive().detect([1.0, float("nan"), 2.0, 3.0])

@@ -42,7 +42,7 @@ class Detection:
     n: int  # length of the series
     alpha: float  # significance level of each permutation test
     permutations: int  # permutations per test (R)
-    seed: int  # seed of the permutations
+    seed: int  # seed of the permutations (drawn with the series' bytes as further entropy)
     exponent: float  # distance exponent (the paper's alpha), in (0, 2)
     min_size: int  # fewest values on either side of a split
 
@@ -79,15 +79,16 @@ class EDivisive:
     one fixed set of permutations for every series, the rate of false
     alarms over many series is that set's, which may sit above alpha: 5.5%
     instead of at most 5% in 40,000 simulated series of 10 sessions with
-    outliers; the guarantee holds over random permutations.)  R = 199 as in the authors'
-    ``ecp`` package: p-values are resolved to 0.005.  The test stops early
-    in the manner of Besag & Clifford's sequential Monte Carlo test
-    (Biometrika 78 (1991) 301-304): once h = floor(alpha (R + 1)) permuted
-    splits are at least as strong, p can no longer reach alpha, and the
-    split is refused with p = max(h / l, (h + 1) / (R + 1)) after l
-    permutations.  The decision is the full test's; only a refused split's
-    p-value is coarser, and a series without a change costs a few dozen
-    permutations instead of R.
+    outliers; the guarantee holds over random permutations.)  R = 199 as
+    in the authors' ``ecp`` package: p-values are resolved to 0.005.
+
+    The test stops early in the manner of Besag & Clifford's sequential
+    Monte Carlo test (Biometrika 78 (1991) 301-304): once h = floor(alpha
+    (R + 1)) permuted splits are at least as strong, p can no longer reach
+    alpha, and the split is refused with p = max(h / l, (h + 1) / (R + 1))
+    after l permutations.  The decision is the full test's; only a refused
+    split's p-value is coarser, and a series without a change costs a few
+    dozen permutations instead of R.
 
     Assumptions: the values between change points are independent draws
     of one distribution (exchangeable), which is what the permutation test
@@ -100,10 +101,11 @@ class EDivisive:
     told from an outlier and is not reported until a second session
     confirms it.
 
-    Why: it is the method MongoDB's continuous performance testing and
-    Apache Otava use for exactly this question (where in a stream of
-    commits did performance change), it makes no assumption about the
-    noise, and it finds several changes in one series.
+    Why: it is the method of MongoDB's continuous performance testing
+    (signal-processing-algorithms), which Apache Otava builds on, for
+    exactly this question (where in a stream of commits did performance
+    change); it makes no assumption about the noise, and it finds several
+    changes in one series.
 
     Reference: Matteson & James, "A Nonparametric Approach for Multiple
     Change Point Analysis of Multivariate Data", JASA 109 (2014) 334-345,
@@ -129,7 +131,7 @@ class EDivisive:
         if z.ndim != 1 or not np.all(np.isfinite(z)):
             raise ValueError("the series must be one-dimensional and finite")
         distances = np.abs(np.subtract.outer(z, z)) ** self.exponent
-        rng = np.random.default_rng([self.seed, *np.frombuffer(hashlib.sha256(z.tobytes()).digest(), np.uint32)])
+        rng = self.generator(z)
         bounds = [0, len(z)]
         found: list[ChangePoint] = []
         rejected = None
@@ -143,6 +145,11 @@ class EDivisive:
             bounds = sorted(bounds + [tau])
         return Detection(tuple(sorted(found, key=lambda c: c.index)), rejected, len(z), self.alpha,
                          self.permutations, self.seed, self.exponent, self.min_size)
+
+    def generator(self, series: np.ndarray) -> np.random.Generator:
+        """The permutations' generator: seeded with ``seed`` and the series' bytes (see the class docstring)."""
+        digest = hashlib.sha256(np.asarray(series, dtype=float).tobytes()).digest()
+        return np.random.default_rng([self.seed, *np.frombuffer(digest, np.uint32).tolist()])
 
     def _p_value(self, distances: np.ndarray, bounds: list[int], observed: float, rng) -> float:
         """The permutation p-value of the best split, stopped early once it cannot reach alpha."""
