@@ -72,6 +72,17 @@ def build_parser() -> argparse.ArgumentParser:
     lst = sub.add_parser("list", help="list the experiments in a results database")
     _db(lst)
 
+    hist = sub.add_parser("history", help="each session's median in commit (or date) order, with change points")
+    hist.add_argument("experiment", nargs="?", help="experiment name (default: the newest)")
+    hist.add_argument("--metric", action="extend", nargs="+", metavar="NAME",
+                      help="metric names or labels (default: the declared metrics, else those with a direction)")
+    hist.add_argument("--side", help="only this side (default: every side with runs)")
+    _db(hist)
+    hist.add_argument("--format", default="text", choices=["text", "json"])
+    hist.add_argument("--alpha", type=float, default=0.05,
+                      help="significance level of each change point's permutation test (default 0.05)")
+    hist.add_argument("--repo", help="git repository that orders the commits (default: the spec's)")
+
     sub.add_parser("env", help="show the machine settings that matter for measurement, with advice")
     sub.add_parser("counters", help="show what this machine can count: PMU, counter budget, paranoid level")
 
@@ -282,6 +293,17 @@ def cmd_list(args, stdout, stderr) -> int:
     return 0
 
 
+def cmd_history(args, stdout, stderr) -> int:
+    from perfab.analyse.history import history
+    from perfab.report.history import render_history
+    from perfab.store import Store
+
+    with Store(args.db, readonly=True) as store:
+        found = history(store, args.experiment, args.metric, args.side, args.alpha, repo=args.repo)
+    stdout.write(render_history(found, args.format))
+    return 0
+
+
 def cmd_env(args, stdout, stderr) -> int:
     from perfab.machine import checks
 
@@ -313,6 +335,7 @@ COMMANDS: dict[str, Callable] = {
     "run": cmd_run, "report": cmd_report, "plan": cmd_plan, "bisect": cmd_bisect, "list": cmd_list, "env": cmd_env,
     "counters": cmd_counters, "screen": cmd_screen,
 }
+COMMANDS["history"] = cmd_history
 
 
 class _progress:
