@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="analyse stored runs and print the comparison")
     rep.add_argument("experiment", nargs="?", help="experiment name (default: the newest)")
     rep.add_argument("--db", action="append", default=None,
-                     help=f"results database (default {DEFAULT_DB}); give it twice or more to put several side by side")
+                     help=f"results database: a file (default {DEFAULT_DB}) or a postgresql:// URL; give it twice or more "
+                          "to put several side by side")
     _report_opts(rep)
     rep.add_argument("--fail-on-regression", action="store_true",
                      help="exit 1 when a primary metric regressed beyond noise (**)")
@@ -75,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _db(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    p.add_argument("--db", default=DEFAULT_DB,
+                   help=f"results database: a file (default {DEFAULT_DB}) or a postgresql://user@host/dbname URL")
 
 
 def _report_opts(p: argparse.ArgumentParser) -> None:
@@ -130,11 +132,11 @@ def cmd_run(args, stdout, stderr) -> int:
     from perfab.run.executor import RealExecutor
     from perfab.run.runner import Runner
     from perfab.spec import load_spec
-    from perfab.store import Store
+    from perfab.store import open_store
 
     exp = load_spec(args.spec)
     backend = make_backend(exp.measure)
-    with Store(args.db) as store, _progress(stderr) as progress, RealExecutor() as executor:
+    with open_store(args.db) as store, _progress(stderr) as progress, RealExecutor() as executor:
         runner = Runner(exp, store, backend, executor, snapshot(), progress, say=lambda line: progress.log(line))
         result = runner.run(side=args.side, resume=args.resume, new_session=args.new_session, takeover=args.takeover)
         if result.status == "interrupted":
@@ -160,12 +162,12 @@ def _resume_command(args) -> str:
 def cmd_report(args, stdout, stderr) -> int:
     from perfab.analyse.compare import analyse
     from perfab.report import regressions, render
-    from perfab.store import Store
+    from perfab.store import open_store
 
     databases = args.db or [DEFAULT_DB]
     named = []
     for db in databases:
-        with Store(db, readonly=True) as store:
+        with open_store(db, readonly=True) as store:
             named.append((db, analyse(store, args.experiment, args.alpha, args.confidence, args.method,
                                       args.show_all)))
     if len(named) == 1:
@@ -213,9 +215,9 @@ def _side_env(exp):
 
 
 def cmd_list(args, stdout, stderr) -> int:
-    from perfab.store import Store
+    from perfab.store import open_store
 
-    with Store(args.db, readonly=True) as store:
+    with open_store(args.db, readonly=True) as store:
         for name in store.experiments():
             sessions = store.sessions(name)
             runs = store.run_rows(name)

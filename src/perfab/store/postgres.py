@@ -128,12 +128,12 @@ def connect(url: str, where: str, application: str):
         raise UsageError(f"{where}: a PostgreSQL --db needs psycopg; pip install 'perfab[fleet]'") from None
     try:
         return psycopg.connect(url, autocommit=True, application_name=application[:63], connect_timeout=10)
+    except psycopg.ProgrammingError as e:  # libpq could not parse the URL
+        raise UsageError(f"{where}: not a usable PostgreSQL URL ({first_line(e)}); "
+                         "e.g. postgresql://user@host/dbname") from None
     except psycopg.Error as e:
         raise StoreError(f"{where}: cannot connect ({first_line(e)}); check the URL and that the server "
                          "is running") from None
-    except Exception as e:  # noqa: BLE001 - libpq's parser rejects a malformed URL with various errors
-        raise UsageError(f"{where}: not a usable PostgreSQL URL ({first_line(e)}); "
-                         "e.g. postgresql://user@host/dbname") from None
 
 
 def first_line(e: BaseException) -> str:
