@@ -70,6 +70,20 @@ def build_parser() -> argparse.ArgumentParser:
     scr.add_argument("commands", nargs="+", help="each a shell command string, e.g. 'perf bench sched pipe'")
     scr.add_argument("--runs", type=int, default=3, help="perf stat -r: repetitions per command (default 3)")
 
+    sbm = sub.add_parser("submit", help="queue experiment specs for a class of lab machines (PostgreSQL --db)")
+    sbm.add_argument("specs", nargs="+", metavar="SPEC", help="experiment TOML; each runs whole on one machine")
+    sbm.add_argument("--db", required=True, help="the fleet's database: postgresql://user@host/dbname")
+    sbm.add_argument("--machines", required=True, metavar="CLASS", help="the class of machines to run them on")
+
+    wrk = sub.add_parser("worker", help="on a lab machine: take queued experiments of its class and run them")
+    wrk.add_argument("--db", required=True, help="the fleet's database: postgresql://user@host/dbname")
+    wrk.add_argument("--machine-class", required=True, metavar="CLASS", help="the class of machines this one is in")
+    wrk.add_argument("--machine", metavar="NAME",
+                     help="this machine's name in the store and the queue (default: the host name)")
+    wrk.add_argument("--stall-after", type=float, default=60.0, metavar="SECONDS",
+                     help="a worker silent this long is gone: its job goes back to the queue (default 60)")
+    wrk.add_argument("--until-idle", action="store_true", help="exit when no job is waiting")
+
     size = sub.add_parser("size", help="code-size diff of two ELF files, explained", add_help=False)
     size.add_argument("args", nargs=argparse.REMAINDER)
     return p
@@ -253,9 +267,30 @@ def cmd_screen(args, stdout, stderr) -> int:
     return 0
 
 
+def cmd_submit(args, stdout, stderr) -> int:
+    from perfab.fleet.app import submit
+
+    queued = submit(args.db, args.specs, args.machines, lambda line: print(f"perfab: {line}", file=stdout))
+    return 0 if all(q.job is not None for q in queued) else 1
+
+
+def cmd_worker(args, stdout, stderr) -> int:
+    import socket
+
+    from perfab.fleet.worker import serve
+
+    machine = args.machine or socket.gethostname()
+
+    def say(line: str) -> None:
+        print(f"perfab worker {machine}: {line}", file=stderr, flush=True)
+
+    serve(args.db, args.machine_class, machine, args.stall_after, args.until_idle, say)
+    return 0
+
+
 COMMANDS: dict[str, Callable] = {
     "run": cmd_run, "report": cmd_report, "plan": cmd_plan, "list": cmd_list, "env": cmd_env,
-    "counters": cmd_counters, "screen": cmd_screen,
+    "counters": cmd_counters, "screen": cmd_screen, "submit": cmd_submit, "worker": cmd_worker,
 }
 
 
