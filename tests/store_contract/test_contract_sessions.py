@@ -164,3 +164,16 @@ def test_a_claim_waits_for_a_claim_in_flight_and_then_loses(stores, db):
         racer.kill()
         racer.wait()
     assert json.loads(store.sessions("contract")[0].owner)["pid"] == store._me.pid
+
+
+def test_the_footprint_counts_runs_samples_and_every_table(stores):
+    from perfab.store.footprint import describe, footprint
+
+    store = stores()
+    session = start(store)
+    for p in plan():
+        store.record_run(session, p, record(stdout=b"x" * 1000))
+    fp = footprint(store)
+    assert (fp.runs, fp.samples, fp.output_bytes) == (4, 8, 4000)
+    assert {"runs", "samples", "sessions", "planned_runs"} <= set(fp.tables) and fp.tables["runs"] > 4000
+    assert fp.per_run() == fp.total / 4 and describe(fp)[-1].startswith("bytes per run: ")

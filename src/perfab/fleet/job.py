@@ -62,7 +62,10 @@ class JobFailed(Exception):
 
 def route(store, experiment: str, submission: str) -> Route:
     """What the job running ``submission`` of ``experiment`` is to the machine ``store`` acts for."""
-    sessions = store.sessions(experiment) if experiment in store.experiments() else []
+    try:
+        sessions = store.sessions(experiment)
+    except UsageError:  # no such experiment yet
+        sessions = []
     others = [s for s in sessions if s.host != store.machine]
     if others:
         unfinished = [s for s in others if s.status != "finished" and store.remaining(s.id)]

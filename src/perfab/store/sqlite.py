@@ -224,9 +224,10 @@ class Store:
 
     def _experiment_id(self, name: str) -> int:
         row = self.db.execute("SELECT id FROM experiments WHERE name = ?", (name,)).fetchone()
-        if row is None:
-            known = [r[0] for r in self.db.execute("SELECT name FROM experiments ORDER BY id")]
-            hint = f"known: {', '.join(known)}" if known else "this database holds none yet: run it first"
+        if row is None:  # name at most 20 (a fleet's store holds thousands)
+            known = [r[0] for r in self.db.execute("SELECT name FROM experiments ORDER BY id LIMIT 21")]
+            more = ", ..." if len(known) > 20 else ""
+            hint = f"known: {', '.join(known[:20])}{more}" if known else "this database holds none yet: run it first"
             raise UsageError(f"{self.path}: no experiment named {name!r}; {hint}")
         return row[0]
 
