@@ -28,7 +28,7 @@ import socket
 from contextlib import contextmanager
 from typing import Callable
 
-from perfab.errors import PerfabError
+from perfab.errors import PerfabError, StoreError
 from perfab.fleet.app import check_url, ensure_schema, make_app
 from perfab.fleet.job import Context
 from perfab.fleet.queues import check_name, class_of, class_queue, machine_queue
@@ -50,7 +50,16 @@ def serve(url: str, machine_class: str, machine: str | None = None, stall_s: flo
         ensure_schema(url)
         ctx = Context(url, machine, machine_class, say)
         say(f"serving class {machine_class} as machine {machine} (pid {os.getpid()})")
-        asyncio.run(_serve(make_app(url), ctx, stall_s, until_idle))
+        try:
+            asyncio.run(_serve(make_app(url), ctx, stall_s, until_idle))
+        except PerfabError:
+            raise
+        except Exception as e:  # the queue's connection failed (server gone, database dropped)
+            from perfab.store.postgres import display, first_line
+
+            raise StoreError(f"{display(url)}: the work queue failed ({first_line(e)}); the job in flight "
+                             "is put back when a worker of this class sees it stalled; start the worker "
+                             "again when the server is back") from None
     say("stopped")
 
 
