@@ -50,8 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="analyse stored runs and print the comparison")
     rep.add_argument("experiment", nargs="?", help="experiment name (default: the newest)")
     rep.add_argument("--db", action="append", default=None,
-                     help=f"results database: a file (default {DEFAULT_DB}) or a postgresql:// URL; give it twice or more "
-                          "to put several side by side")
+                     help=f"results database: a file (default {DEFAULT_DB}) or a postgresql:// URL; "
+                          "give it twice or more to put several side by side")
     _report_opts(rep)
     rep.add_argument("--fail-on-regression", action="store_true",
                      help="exit 1 when a primary metric regressed beyond noise (**)")

@@ -33,7 +33,8 @@ class Queued:
 
 def check_url(db: str | None) -> str:
     if not is_postgres_url(db):
-        raise UsageError(f"--db {db!r}: a fleet shares one PostgreSQL database; pass --db postgresql://user@host/dbname")
+        raise UsageError(f"--db {db!r}: a fleet shares one PostgreSQL database; "
+                         "pass --db postgresql://user@host/dbname")
     return db
 
 
