@@ -51,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="analyse stored runs and print the comparison")
     rep.add_argument("experiment", nargs="?", help="experiment name (default: the newest)")
     rep.add_argument("--db", action="append", default=None,
-                     help=f"results database (default {DEFAULT_DB}); give it twice or more to put several side by side")
+                     help=f"results database: a file (default {DEFAULT_DB}) or a postgresql:// URL; "
+                          "give it twice or more to put several side by side")
     _report_opts(rep)
     rep.add_argument("--fail-on-regression", action="store_true",
                      help="exit 1 when a primary metric regressed beyond noise (**)")
@@ -90,13 +91,28 @@ def build_parser() -> argparse.ArgumentParser:
     scr.add_argument("commands", nargs="+", help="each a shell command string, e.g. 'perf bench sched pipe'")
     scr.add_argument("--runs", type=int, default=3, help="perf stat -r: repetitions per command (default 3)")
 
+    sbm = sub.add_parser("submit", help="queue experiment specs for a class of lab machines (PostgreSQL --db)")
+    sbm.add_argument("specs", nargs="+", metavar="SPEC", help="experiment TOML; each runs whole on one machine")
+    sbm.add_argument("--db", required=True, help="the fleet's database: postgresql://user@host/dbname")
+    sbm.add_argument("--machines", required=True, metavar="CLASS", help="the class of machines to run them on")
+
+    wrk = sub.add_parser("worker", help="on a lab machine: take queued experiments of its class and run them")
+    wrk.add_argument("--db", required=True, help="the fleet's database: postgresql://user@host/dbname")
+    wrk.add_argument("--machine-class", required=True, metavar="CLASS", help="the class of machines this one is in")
+    wrk.add_argument("--machine", metavar="NAME",
+                     help="this machine's name in the store and the queue (default: the host name)")
+    wrk.add_argument("--stall-after", type=float, default=60.0, metavar="SECONDS",
+                     help="a worker silent this long is gone: its job goes back to the queue (default 60)")
+    wrk.add_argument("--until-idle", action="store_true", help="exit when no job is waiting")
+
     size = sub.add_parser("size", help="code-size diff of two ELF files, explained", add_help=False)
     size.add_argument("args", nargs=argparse.REMAINDER)
     return p
 
 
 def _db(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    p.add_argument("--db", default=DEFAULT_DB,
+                   help=f"results database: a file (default {DEFAULT_DB}) or a postgresql://user@host/dbname URL")
 
 
 def _report_opts(p: argparse.ArgumentParser) -> None:
@@ -151,11 +167,11 @@ def cmd_run(args, stdout, stderr) -> int:
     from perfab.run.executor import RealExecutor
     from perfab.run.runner import Runner
     from perfab.spec import load_spec
-    from perfab.store import Store
+    from perfab.store import open_store
 
     exp = load_spec(args.spec)
     backend = make_backend(exp.measure)
-    with Store(args.db) as store, _progress(stderr) as progress, RealExecutor() as executor:
+    with open_store(args.db) as store, _progress(stderr) as progress, RealExecutor() as executor:
         runner = Runner(exp, store, backend, executor, snapshot(), progress, say=lambda line: progress.log(line))
         result = runner.run(side=args.side, resume=args.resume, new_session=args.new_session, takeover=args.takeover)
         if result.status == "interrupted":
@@ -184,12 +200,12 @@ def _resume_command(args) -> str:
 def cmd_report(args, stdout, stderr) -> int:
     from perfab.analyse.compare import analyse
     from perfab.report import regressions, render
-    from perfab.store import Store
+    from perfab.store import open_store
 
     databases = args.db or [DEFAULT_DB]
     named = []
     for db in databases:
-        with Store(db, readonly=True) as store:
+        with open_store(db, readonly=True) as store:
             named.append((db, analyse(store, args.experiment, args.alpha, args.confidence, args.method,
                                       args.show_all)))
     if len(named) == 1:
@@ -256,12 +272,12 @@ def cmd_bisect(args, stdout, stderr) -> int:
     from perfab.run.backends import make_backend
     from perfab.run.executor import RealExecutor
     from perfab.run.runner import Runner
-    from perfab.store import Store
+    from perfab.store import open_store
 
     if args.retries < 0:
         raise UsageError(f"--retries {args.retries}: must be >= 0")
     env = snapshot()
-    with Store(args.db) as store, _progress(stderr) as progress, RealExecutor() as executor:
+    with open_store(args.db) as store, _progress(stderr) as progress, RealExecutor() as executor:
         def run_step(exp):
             runner = Runner(exp, store, make_backend(exp.measure), executor, env, progress, say=progress.log)
             result = runner.run(new_session=True)
@@ -282,9 +298,9 @@ def cmd_bisect(args, stdout, stderr) -> int:
 
 
 def cmd_list(args, stdout, stderr) -> int:
-    from perfab.store import Store
+    from perfab.store import open_store
 
-    with Store(args.db, readonly=True) as store:
+    with open_store(args.db, readonly=True) as store:
         for name in store.experiments():
             sessions = store.sessions(name)
             runs = store.run_rows(name)
@@ -296,9 +312,9 @@ def cmd_list(args, stdout, stderr) -> int:
 def cmd_history(args, stdout, stderr) -> int:
     from perfab.analyse.history import history
     from perfab.report.history import render_history
-    from perfab.store import Store
+    from perfab.store import open_store
 
-    with Store(args.db, readonly=True) as store:
+    with open_store(args.db, readonly=True) as store:
         found = history(store, args.experiment, args.metric, args.side, args.alpha, repo=args.repo)
     stdout.write(render_history(found, args.format))
     return 0
@@ -331,9 +347,30 @@ def cmd_screen(args, stdout, stderr) -> int:
     return 0
 
 
+def cmd_submit(args, stdout, stderr) -> int:
+    from perfab.fleet.app import submit
+
+    queued = submit(args.db, args.specs, args.machines, lambda line: print(f"perfab: {line}", file=stdout))
+    return 0 if all(q.job is not None for q in queued) else 1
+
+
+def cmd_worker(args, stdout, stderr) -> int:
+    import socket
+
+    from perfab.fleet.worker import serve
+
+    machine = args.machine or socket.gethostname()
+
+    def say(line: str) -> None:
+        print(f"perfab worker {machine}: {line}", file=stderr, flush=True)
+
+    serve(args.db, args.machine_class, machine, args.stall_after, args.until_idle, say)
+    return 0
+
+
 COMMANDS: dict[str, Callable] = {
     "run": cmd_run, "report": cmd_report, "plan": cmd_plan, "bisect": cmd_bisect, "list": cmd_list, "env": cmd_env,
-    "counters": cmd_counters, "screen": cmd_screen,
+    "counters": cmd_counters, "screen": cmd_screen, "submit": cmd_submit, "worker": cmd_worker,
 }
 COMMANDS["history"] = cmd_history
 

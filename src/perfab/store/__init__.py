@@ -3,21 +3,42 @@
 ``Store`` (SQLite, ``perfab.store.sqlite``) writes every run the moment it
 ends and reads an experiment back as a typed ``Dataset``
 (``perfab.store.dataset``); the schema and its history are in
-``perfab.store.schema``, session claims in ``perfab.store.owner``.
+``perfab.store.schema``, session claims in ``perfab.store.claims`` and
+``perfab.store.owner``.  ``PostgresStore`` (``perfab.store.postgres``) is the
+same store on a PostgreSQL server, shared by a fleet of machines; both
+implement ``ResultStore`` (``perfab.store.protocol``), and ``open_store``
+picks one by the shape of ``--db``: a ``postgresql://`` URL or a file path.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from perfab.errors import UsageError
 from perfab.store.dataset import Dataset, MetricMeta, Params, RunInfo, Session
+from perfab.store.protocol import ResultStore
 from perfab.store.record import RunRecord
 from perfab.store.schema import SCHEMA_VERSION
 from perfab.store.sqlite import Store
 
-__all__ = ["Dataset", "MetricMeta", "Params", "Results", "RunInfo", "RunRecord", "SCHEMA_VERSION", "Session",
-           "Store", "open_results"]
+__all__ = ["Dataset", "MetricMeta", "Params", "ResultStore", "Results", "RunInfo", "RunRecord", "SCHEMA_VERSION",
+           "Session", "Store", "is_postgres_url", "open_results", "open_store"]
+
+
+def is_postgres_url(db: object) -> bool:
+    """``db`` names a PostgreSQL database (``postgresql://...``) rather than a SQLite file."""
+    return isinstance(db, str) and db.startswith(("postgresql://", "postgres://"))
+
+
+def open_store(db: str | Path, create: bool = True, readonly: bool = False,
+               machine: str | None = None) -> ResultStore:
+    """The store ``db`` names: a PostgreSQL URL or a SQLite file; ``machine`` is who this store acts for."""
+    if is_postgres_url(db):
+        from perfab.store.postgres import PostgresStore
+
+        return PostgresStore(str(db), create=create, readonly=readonly, machine=machine)
+    return Store(db, create=create, readonly=readonly, machine=machine)
 
 
 @dataclass(frozen=True)
@@ -39,7 +60,7 @@ class Results:
 
 def open_results(db: str, experiment: str | None = None) -> Results:
     """Load an experiment's runs and samples from ``db`` (the newest experiment by default), read-only."""
-    with Store(db, readonly=True) as store:
+    with open_store(db, readonly=True) as store:
         name = experiment or store.latest_experiment()
         data = store.load(name)
         runs = store.run_rows(name)

@@ -4,8 +4,10 @@ Every run is committed the moment it ends (WAL journal), so killing perfab
 loses at most the run in flight, and ``perfab run --resume`` continues the
 stored plan.  Nothing stored is ever replaced: a planned run that is run
 again gets a new attempt row, and the newest attempt counts.  A session is
-claimed by one runner (``perfab.store.owner``); a second runner is refused
-with the holder's name, and every write checks the claim.
+claimed by one runner (``perfab.store.claims``); a second runner is refused
+with the holder's name, and every write checks the claim.  A store acts for
+one machine (``machine``, the host name by default): its sessions record it
+and only its own unfinished sessions are resumed.
 
 Read-only opening (``readonly=True``, used by ``report``, ``list`` and
 ``plan``) never writes: the file is opened with SQLite's ``mode=ro`` (or
@@ -17,7 +19,6 @@ older schema is migrated in an in-memory copy.
 from __future__ import annotations
 
 import json
-import socket
 import sqlite3
 import time
 from pathlib import Path
@@ -27,7 +28,8 @@ from perfab.errors import StoreError, UsageError
 from perfab.plan import PlannedRun
 from perfab.store.dataset import (Dataset, MetricMeta, RunInfo, Session, group_by_run, params_from_json,
                                   params_to_json)
-from perfab.store.owner import Owner, current
+from perfab.store.claims import claimable, identity, still_mine
+from perfab.store.owner import Owner
 from perfab.store.record import RunRecord
 from perfab.store.schema import MIGRATIONS, PERFAB_TABLES, SCHEMA_VERSION, statements
 
@@ -36,13 +38,16 @@ _LATEST = "r.attempt = (SELECT max(r2.attempt) FROM runs r2 WHERE r2.planned_id 
 
 
 class Store:
-    """A results database; ``Store(path)`` opens it for writing, ``Store(path, readonly=True)`` for reading."""
+    """A results database; ``Store(path)`` opens it for writing, ``Store(path, readonly=True)`` for reading.
 
-    def __init__(self, path: str | Path, create: bool = True, readonly: bool = False):
+    ``machine`` names the machine this store acts for (default: the host name)."""
+
+    def __init__(self, path: str | Path, create: bool = True, readonly: bool = False, machine: str | None = None):
         self.path = Path(path)
         self.readonly = readonly
         self._meta_seen: dict[tuple[int, str, str], tuple] = {}
-        self._me = current()
+        self._me = identity(machine)
+        self.machine = self._me.host
         if not self.path.exists():
             if not create or readonly:
                 raise UsageError(f"{self.path}: no results database here; run an experiment first "
@@ -139,7 +144,7 @@ class Store:
                 "backend, groups_json, environment_json, owner, host, sources_json) "
                 "VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (exp_id, time.time(), side, spec_path, spec_text, spec_hash, backend, json.dumps(groups),
-                 json.dumps(environment, sort_keys=True), self._me.to_json(), socket.gethostname(),
+                 json.dumps(environment, sort_keys=True), self._me.to_json(), self.machine,
                  json.dumps(sources or {}, sort_keys=True)))
             session = cur.lastrowid
             self.db.executemany(
@@ -155,15 +160,7 @@ class Store:
             row = self.db.execute("SELECT owner FROM sessions WHERE id = ?", (session,)).fetchone()
             if row is None:
                 raise UsageError(f"{self.path}: no session {session}")
-            holder = Owner.from_json(row[0])
-            if holder is not None and not holder.is_me() and not takeover:
-                alive = holder.alive()
-                if alive is None:
-                    raise StoreError(f"session {session} is claimed by {holder.describe()}, which cannot be "
-                                     "checked from here; if that runner is gone, continue with --resume --takeover")
-                if alive:
-                    raise StoreError(f"session {session} is being run by {holder.describe()}; wait for it to "
-                                     "finish or stop it, then continue with --resume")
+            claimable(session, Owner.from_json(row[0]), self._me, takeover)
             self.db.execute("UPDATE sessions SET owner = ?, status = 'running' WHERE id = ?",
                             (self._me.to_json(), session))
 
@@ -175,11 +172,7 @@ class Store:
 
     def _check_claim(self, session: int) -> None:
         row = self.db.execute("SELECT owner FROM sessions WHERE id = ?", (session,)).fetchone()
-        holder = Owner.from_json(row[0] if row else None)
-        if holder is None or not holder.is_me():
-            who = holder.describe() if holder else "nobody"
-            raise StoreError(f"session {session} is no longer this runner's (held by {who}); "
-                             "stopped without storing the run in flight")
+        still_mine(session, Owner.from_json(row[0] if row else None), self._me)
 
     # -- runs ---------------------------------------------------------------
 
@@ -231,9 +224,10 @@ class Store:
 
     def _experiment_id(self, name: str) -> int:
         row = self.db.execute("SELECT id FROM experiments WHERE name = ?", (name,)).fetchone()
-        if row is None:
-            known = [r[0] for r in self.db.execute("SELECT name FROM experiments ORDER BY id")]
-            hint = f"known: {', '.join(known)}" if known else "this database holds none yet: run it first"
+        if row is None:  # name at most 20 (a fleet's store holds thousands)
+            known = [r[0] for r in self.db.execute("SELECT name FROM experiments ORDER BY id LIMIT 21")]
+            more = ", ..." if len(known) > 20 else ""
+            hint = f"known: {', '.join(known[:20])}{more}" if known else "this database holds none yet: run it first"
             raise UsageError(f"{self.path}: no experiment named {name!r}; {hint}")
         return row[0]
 
@@ -257,7 +251,7 @@ class Store:
                         json.loads(r[11] or "{}")) for r in rows]
 
     def unfinished_session(self, name: str) -> Session | None:
-        """The newest session of ``name`` run on this machine whose plan is not complete.
+        """The newest session of ``name`` run on this store's machine whose plan is not complete.
 
         Sessions of other machines (a shared store) are never resumed here: their runs belong to their
         machine's environment."""
@@ -265,9 +259,8 @@ class Store:
             sessions = self.sessions(name)
         except UsageError:
             return None
-        here = socket.gethostname()
         for s in reversed(sessions):
-            if s.status != "finished" and s.host in (None, here) and self.remaining(s.id):
+            if s.status != "finished" and s.host in (None, self.machine) and self.remaining(s.id):
                 return s
         return None
 

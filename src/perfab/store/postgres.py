@@ -1,0 +1,254 @@
+"""The PostgreSQL results store (``--db postgresql://...``), shared by a fleet of machines.
+
+``PostgresStore`` is ``perfab.store.sqlite.Store`` over a psycopg 3
+connection: it inherits every question the SQLite store answers, and its
+connection speaks them in PostgreSQL's dialect (``perfab.store.dialect``).
+Its tables live in the schema ``perfab`` of the database the URL names
+(the work queue's tables, ``perfab.fleet``, stay in ``public``); the
+schema is versioned like SQLite's: the ``migrations`` table holds every
+migration applied, and the newest one is the version.  Migrations run
+under an advisory lock, so workers starting together migrate once.
+
+A write is one transaction; reading a session's claim inside it locks the
+session's row, so two runners can never both claim a session nor both
+store an attempt.  ``load`` reads in one snapshot (REPEATABLE READ), so a
+run committed meanwhile is either wholly in the dataset or not at all.
+Read-only opening (``report``, ``list``) never writes: its transactions
+are read-only and a database of an older schema is refused with the fix.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from urllib.parse import urlsplit, urlunsplit
+
+from perfab.errors import StoreError, UsageError
+from perfab.store import dialect
+from perfab.store.claims import identity
+from perfab.store.dataset import Dataset
+from perfab.store.schema import SCHEMA_VERSION
+from perfab.store.sqlite import Store
+
+_MIGRATION_LOCK = 0x70657266_61620001  # pg_advisory_xact_lock key while the schema is changed ("perfab" 1)
+
+def display(url: str) -> str:
+    """The URL without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = netloc[0].split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[1]}"))
+
+
+class PostgresStore(Store):
+    """A results database on a PostgreSQL server; ``PostgresStore(url)`` for writing, ``readonly=True`` to read."""
+
+    def __init__(self, url: str, create: bool = True, readonly: bool = False, machine: str | None = None):
+        self.url = url
+        self.path = display(url)  # named in every message, as the SQLite store names its file
+        self.readonly = readonly
+        self._meta_seen: dict[tuple[int, str, str], tuple] = {}
+        self._me = identity(machine)
+        self.machine = self._me.host
+        conn = connect(url, self.path, f"perfab {'reader' if readonly else 'store'} on {self.machine}")
+        try:
+            self.db = _Connection(conn, self.path)
+            self._open(create)
+        except BaseException:
+            conn.close()
+            raise
+
+    def _open(self, create: bool) -> None:
+        version = self._version()
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path}: written by a newer perfab (schema {version}, this one knows "
+                             f"{SCHEMA_VERSION}); upgrade perfab or pass another --db")
+        if self.readonly or not create:
+            if version == 0:
+                raise UsageError(f"{self.path}: no perfab results in this database; run an experiment first "
+                                 "(perfab run SPEC --db URL) or pass another --db")
+            if version < SCHEMA_VERSION:
+                raise StoreError(f"{self.path}: perfab schema {version} is older than this perfab's "
+                                 f"({SCHEMA_VERSION}); open it once for writing (perfab run or perfab worker) "
+                                 "to migrate it")
+        if self.readonly:
+            self.db.conn.execute("SET default_transaction_read_only = on")
+        elif version < SCHEMA_VERSION:
+            self._migrate()
+        self.db.conn.execute(f"SET search_path TO {dialect.SCHEMA}")
+
+    def _version(self) -> int:
+        """The newest migration applied; 0 for a database without perfab's tables (StoreError for others')."""
+        schema = dialect.SCHEMA
+        row = self.db.execute_raw("SELECT to_regclass(%s), (SELECT count(*) FROM pg_tables WHERE schemaname = %s)",
+                                  (f"{schema}.migrations", schema)).fetchone()
+        if row[0] is None:
+            if row[1]:
+                raise StoreError(f"{self.path}: the schema {schema!r} holds tables that are not perfab's; "
+                                 "pass the --db of a perfab database")
+            return 0
+        return self.db.execute_raw(f"SELECT coalesce(max(version), 0) FROM {schema}.migrations").fetchone()[0]
+
+    def _migrate(self) -> None:
+        """Apply the missing migrations, each in one transaction, under an advisory lock."""
+        from perfab.store.schema import MIGRATIONS
+
+        for number, description, _ in MIGRATIONS:
+            with self.transaction():
+                self.db.execute_raw("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                self.db.execute_raw(f"CREATE SCHEMA IF NOT EXISTS {dialect.SCHEMA}")
+                self.db.execute_raw(f"SET LOCAL search_path TO {dialect.SCHEMA}")
+                self.db.execute_raw("CREATE TABLE IF NOT EXISTS migrations (version BIGINT PRIMARY KEY, "
+                                    "description TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)")
+                done = self.db.execute_raw("SELECT 1 FROM migrations WHERE version = %s", (number,)).fetchone()
+                if done:
+                    continue  # another process applied it meanwhile
+                for statement in dialect.migration(number):
+                    self.db.execute_raw(statement)
+                self.db.execute_raw("INSERT INTO migrations VALUES (%s, %s, %s)", (number, description, time.time()))
+
+    def transaction(self) -> "_Transaction":
+        if self.readonly:
+            raise StoreError(f"{self.path}: opened read-only; nothing can be written")
+        return _Transaction(self.db)
+
+    def load(self, name: str) -> Dataset:
+        """The typed dataset of experiment ``name``, read in one snapshot."""
+        with self.db.snapshot():
+            return super().load(name)
+
+
+def connect(url: str, where: str, application: str):
+    """A psycopg connection in autocommit mode; one-line errors for a missing driver or server."""
+    try:
+        import psycopg
+    except ImportError:
+        raise UsageError(f"{where}: a PostgreSQL --db needs psycopg; pip install 'perfab[fleet]'") from None
+    try:
+        return psycopg.connect(url, autocommit=True, application_name=application[:63], connect_timeout=10)
+    except psycopg.ProgrammingError as e:  # libpq could not parse the URL
+        raise UsageError(f"{where}: not a usable PostgreSQL URL ({first_line(e)}); "
+                         "e.g. postgresql://user@host/dbname") from None
+    except psycopg.Error as e:
+        raise StoreError(f"{where}: cannot connect ({first_line(e)}); check the URL and that the server "
+                         "is running") from None
+
+
+def first_line(e: BaseException) -> str:
+    text = str(e).strip() or e.__class__.__name__
+    return text.splitlines()[0][:200]
+
+
+class _Cursor:
+    """What the SQLite store reads from a cursor: rows, ``description`` and ``lastrowid``."""
+
+    def __init__(self, cur, lastrowid: int | None):
+        self.cur, self.lastrowid = cur, lastrowid
+        self.description = cur.description
+
+    def fetchone(self):
+        return self.cur.fetchone()
+
+    def fetchall(self):
+        return self.cur.fetchall()
+
+    def __iter__(self):
+        return iter(self.cur)
+
+
+class _Connection:
+    """A psycopg connection that takes the SQLite store's SQL (``execute``, ``executemany``, ``close``)."""
+
+    def __init__(self, conn, where: str):
+        self.conn, self.where = conn, where
+
+    def execute(self, sql: str, params: tuple | list = ()) -> _Cursor:
+        returning = sql.lstrip().startswith("INSERT")
+        cur = self.execute_raw(dialect.query(sql, returning), tuple(params))
+        lastrowid = None
+        if returning and cur.description is not None:
+            row = cur.fetchone()
+            lastrowid = row[0] if row else None
+        return _Cursor(cur, lastrowid)
+
+    def executemany(self, sql: str, rows) -> None:
+        rows = [tuple(r) for r in rows]
+        if not rows:
+            return
+        import psycopg
+
+        try:
+            with self.conn.cursor() as cur:
+                cur.executemany(dialect.query(sql), rows)
+        except psycopg.Error as e:
+            raise store_error(self.where, e) from None
+
+    def execute_raw(self, sql: str, params: tuple | None = None):
+        """PostgreSQL's own SQL; a failure becomes one StoreError line."""
+        import psycopg
+
+        try:
+            return self.conn.execute(sql, params)
+        except psycopg.Error as e:
+            raise store_error(self.where, e) from None
+
+    @contextmanager
+    def snapshot(self):
+        """One read-only REPEATABLE READ transaction around several reads."""
+        self.execute_raw("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            yield
+        finally:
+            self._end("ROLLBACK")
+
+    def _end(self, command: str) -> None:
+        import psycopg
+
+        try:
+            self.conn.execute(command)
+        except psycopg.Error:
+            pass
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class _Transaction:
+    """BEGIN ... COMMIT; a failure rolls back whole and becomes one StoreError line."""
+
+    def __init__(self, db: _Connection):
+        self.db = db
+
+    def __enter__(self):
+        self.db.execute_raw("BEGIN")
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            self.db._end("ROLLBACK")
+            return False
+        import psycopg
+
+        try:
+            self.db.conn.execute("COMMIT")
+        except psycopg.Error as e:
+            self.db._end("ROLLBACK")
+            raise store_error(self.db.where, e) from None
+        return False
+
+
+def store_error(where: str, e: Exception) -> StoreError:
+    """A psycopg error as one line naming the cause and the fix."""
+    import psycopg
+
+    text = first_line(e)
+    if isinstance(e, psycopg.errors.DiskFull):
+        return StoreError(f"{where}: the server's disk is full ({text}); free space, then continue with "
+                          "`perfab run SPEC --resume` (stored runs are kept)")
+    if isinstance(e, psycopg.errors.ReadOnlySqlTransaction):
+        return StoreError(f"{where}: cannot write ({text}); pass a writable --db")
+    if isinstance(e, psycopg.OperationalError):
+        return StoreError(f"{where}: lost the connection to the server ({text}); stored runs are kept: "
+                          "continue with --resume when it is back")
+    return StoreError(f"{where}: {text}")
