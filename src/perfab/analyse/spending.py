@@ -47,7 +47,7 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 GRID = 201  # points of the continuation region carried between looks (odd, for Simpson's rule)
 NEVER = 12.0  # z boundary of a look that spends nothing: crossing it has probability ~1e-33
@@ -79,27 +79,36 @@ def _pdf(z: np.ndarray) -> np.ndarray:
 
 
 def _simpson(x: np.ndarray) -> np.ndarray:
-    w = np.ones(len(x))
+    """Simpson weights along the last axis of equally spaced grids."""
+    w = np.ones(x.shape[-1])
     w[1:-1:2], w[2:-1:2] = 4, 2
-    return w * (x[-1] - x[0]) / (3 * (len(x) - 1))
+    return w * (x[..., -1:] - x[..., :1]) / (3 * (x.shape[-1] - 1))
 
 
 class _Walk:
-    """The sub-density of W(t) on the continuation region, carried from look to look."""
+    """Sub-densities of W(t) on the continuation regions of several designs at once, carried from look to look."""
 
-    def __init__(self, t: float, b: float):
-        self.t, self.x = t, np.linspace(-b, b, GRID)
+    def __init__(self, t: float, b: np.ndarray):
+        self.t = t
+        self.x = np.linspace(-b, b, GRID, axis=-1)  # (designs, GRID)
         self.f = _pdf(self.x / math.sqrt(t)) / math.sqrt(t)
 
-    def crossing(self, t: float, b: float) -> float:
-        """P(continue so far, then |W(t)| >= b)."""
-        sd, w = math.sqrt(t - self.t), _simpson(self.x) * self.f
-        return float(w @ (special.ndtr((self.x - b) / sd) + special.ndtr((-b - self.x) / sd)))
+    def crossing(self, t: float, b: np.ndarray) -> np.ndarray:
+        """Per design: P(continue so far, then |W(t)| >= b)."""
+        return self.crossing_slope(t, b)[0]
 
-    def advance(self, t: float, b: float) -> None:
+    def crossing_slope(self, t: float, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The crossing probabilities and their derivatives in ``b``."""
         sd, w = math.sqrt(t - self.t), _simpson(self.x) * self.f
-        y = np.linspace(-b, b, GRID)
-        self.f = (_pdf((y[:, None] - self.x[None, :]) / sd) / sd) @ w
+        up, down = (self.x - b[:, None]) / sd, (-b[:, None] - self.x) / sd
+        value = np.sum(w * (special.ndtr(up) + special.ndtr(down)), axis=-1)
+        return value, -np.sum(w * (_pdf(up) + _pdf(down)), axis=-1) / sd
+
+    def advance(self, t: float, b: np.ndarray) -> None:
+        sd, w = math.sqrt(t - self.t), _simpson(self.x) * self.f
+        y = np.linspace(-b, b, GRID, axis=-1)
+        kernel = _pdf((y[:, :, None] - self.x[:, None, :]) / sd) / sd  # (designs, GRID, GRID)
+        self.f = np.einsum("dij,dj->di", kernel, w)
         self.t, self.x = t, y
 
 
@@ -107,12 +116,12 @@ def crossing_probabilities(c: tuple[float, ...], t: tuple[float, ...]) -> tuple[
     """P(first |Z_k| >= c_k at look k) under no difference, for given boundaries ``c`` at fractions ``t``."""
     out, walk = [], None
     for ck, tk in zip(c, t):
-        b = ck * math.sqrt(tk)
+        b = np.array([ck * math.sqrt(tk)])
         if walk is None:
             out.append(nominal(ck))
             walk = _Walk(tk, b)
         else:
-            out.append(walk.crossing(tk, b))
+            out.append(float(walk.crossing(tk, b)[0]))
             walk.advance(tk, b)
     return tuple(out)
 
@@ -124,28 +133,45 @@ def boundaries(t: tuple[float, ...], alpha: float, spending: str = "pocock") -> 
     A look whose share of the error is zero gets ``NEVER``; ``t`` beyond 1
     counts as 1 (over-running: the last look spends what is left).
     """
-    out: list[float] = []
-    walk, before = None, 0.0
-    for tk in t:
-        share = spent(spending, alpha, tk) - before
+    return tuple(float(c) for c in _boundaries(t, (alpha,), spending)[0])
+
+
+def _boundaries(t: tuple[float, ...], alphas: tuple[float, ...], spending: str) -> np.ndarray:
+    """Boundaries of the designs at levels ``alphas`` (one row each), all carried through the looks together."""
+    out = np.empty((len(alphas), len(t)))
+    walk, before = None, np.zeros(len(alphas))
+    for k, tk in enumerate(t):
+        share = np.array([spent(spending, a, tk) for a in alphas]) - before
         if walk is None:
-            c = min(NEVER, -float(special.ndtri(share / 2))) if share > 0 else NEVER
+            c = np.where(share > 0, np.minimum(NEVER, -special.ndtri(np.clip(share / 2, 1e-300, 0.5))), NEVER)
             walk = _Walk(tk, c * math.sqrt(tk))
         else:
-            c = _solve(walk, tk, share) if share > 1e-15 else NEVER
+            c = _solve(walk, tk, share)
             walk.advance(tk, c * math.sqrt(tk))
-        before += share
-        out.append(c)
-    return tuple(out)
+        before = before + share
+        out[:, k] = c
+    return out
 
 
-def _solve(walk: _Walk, t: float, share: float) -> float:
-    """The boundary whose first-crossing probability at fraction ``t`` equals ``share``."""
+def _solve(walk: _Walk, t: float, share: np.ndarray) -> np.ndarray:
+    """Per design, the boundary whose first-crossing probability at fraction ``t`` equals its share.
+
+    Newton's method on the crossing probability (it falls as the boundary
+    rises), kept inside a bracket that bisection narrows when a step leaves it.
+    """
     root = math.sqrt(t)
-    if walk.crossing(t, NEVER * root) >= share:
-        return NEVER
-    b = optimize.brentq(lambda b: walk.crossing(t, b) - share, 1e-6 * root, NEVER * root, xtol=1e-10)
-    return b / root
+    lo, hi = np.full(len(share), 1e-6 * root), np.full(len(share), NEVER * root)
+    b = np.clip(-special.ndtri(np.clip(share / 2, 1e-300, 0.5)) * root, lo, hi)
+    for _ in range(40):
+        value, slope = walk.crossing_slope(t, b)
+        gap = value - share
+        done = np.abs(gap) <= 1e-14 + 1e-10 * share
+        if np.all(done):
+            break
+        lo, hi = np.where(gap > 0, b, lo), np.where(gap > 0, hi, b)
+        step = b - gap / np.where(slope < 0, slope, -1.0)
+        b = np.where(done, b, np.where((step >= lo) & (step <= hi), step, (lo + hi) / 2))
+    return np.where(share > 1e-15, np.minimum(b / root, NEVER), NEVER)
 
 
 def nominal(c: float) -> float:
@@ -156,7 +182,7 @@ def nominal(c: float) -> float:
 @lru_cache(maxsize=256)
 def level_table(t: tuple[float, ...], spending: str = "pocock") -> np.ndarray:
     """Nominal levels of every look for every overall level in ``LEVELS``: shape (len(LEVELS), len(t))."""
-    return np.array([[nominal(c) for c in boundaries(t, a, spending)] for a in LEVELS])
+    return 2 * special.ndtr(-_boundaries(t, LEVELS, spending))
 
 
 def repeated_p(nominal_p: float, look: int, table: np.ndarray) -> float:
