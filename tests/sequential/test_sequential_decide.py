@@ -37,12 +37,9 @@ def test_the_runner_loop_on_prefixes_reaches_the_replayed_decision():
     rng = np.random.default_rng(11)
     rows = [_row(rng, 30, 0.02, key="ops", primary=True), _row(rng, 30, 0.0, key="rss")]
     design = Design(min_runs=6, max_runs=30)
-    runs = 0
-    while True:
-        runs = design.min_runs if runs == 0 else decision.next_runs  # noqa: F821 (set by the loop)
-        decision = decide(_prefix(rows, runs), design)
-        if decision.stop:
-            break
+    decision = decide(_prefix(rows, 0), design)
+    while not decision.stop:
+        decision = decide(_prefix(rows, decision.next_runs), design)
     replayed = replay(rows, design)
     assert decision.runs_per_side == replayed.runs_per_side < 30
     assert [r.state for r in decision.rows] == [r.state for r in replayed.rows]
@@ -67,6 +64,18 @@ def test_the_interval_at_a_look_is_the_rank_interval_at_the_nominal_level():
     for nu in (lk.pi * 0.99, lk.pi * 1.01):
         e = AssumeNothing().compare(base, exp, 1 - nu)
         assert (e.lo > 0.004 or e.hi < -0.004) == (lk.pi <= nu)
+
+
+@pytest.mark.parametrize("step,spread", [(0.004, 0.008), (0.004, 0.001), (1.0, 3.0)])
+def test_on_a_grid_the_interval_at_a_look_is_the_rank_methods_widened_one(step, spread):
+    # Spread over several steps (rounding triangles) and under one step (the worst rounding error).
+    rng = np.random.default_rng(7)
+    base = np.round(rng.normal(40 * step, spread, 16) / step) * step
+    exp = np.round(rng.normal(40.5 * step, spread, 14) / step) * step
+    lk = look(base, exp, 0.002, 0.02, 0.5)
+    est = AssumeNothing().compare(base, exp, 0.98)
+    assert est.resolution > 0 and lk.resolution == pytest.approx(est.resolution)
+    assert (lk.delta, lk.lo, lk.hi) == pytest.approx((est.delta, est.lo, est.hi), rel=1e-9, abs=1e-12)
 
 
 def test_a_clear_change_is_decided_at_the_first_look_and_a_null_one_runs_to_max_runs():

@@ -14,9 +14,12 @@ nominal p-value ``pi`` is the smallest ``nu`` at which the interval at
 off the exact null distribution of the Mann-Whitney count U:
 ``lo > s`` exactly when ``2 P(U <= #{d <= s}) <= nu``, so the test and the
 interval never disagree.  Coarse data (a grid of values:
-``ranks.resolution``) go through ``AssumeNothing`` itself, which widens the
-interval for rounding, and the margin test is the exact permutation
-rank-sum test of the samples shifted by the margin (``ranks.rank_sum_p``).
+``ranks.resolution``) get ``AssumeNothing``'s interval, widened for
+rounding (``_grid_intervals``), and the margin test is the exact
+permutation rank-sum test of the samples shifted by the margin
+(``ranks.rank_sum_p``), computed only where the interval at the level of
+``**`` clears the margin: elsewhere it could not decide anything and
+counts as 1 (conservative, and it spares the permutation counts with ties).
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from perfab.analyse.methods import ABSOLUTE, RATIO, SHIFT_MEDIAN, AssumeNothing, Estimate
-from perfab.analyse.ranks import _u_cdf, hl_rank, rank_sum_p, resolution
+from perfab.analyse.methods import ABSOLUTE, RATIO, SHIFT_MEDIAN, _rounding_halfwidths
+from perfab.analyse.ranks import _u_cdf, hl_rank, rank_sum_p, resolution, under_one_step
 
 EXACT_U = 2500  # n*m up to which ranks.hl_rank uses the exact distribution of U
 
@@ -49,11 +52,18 @@ class Look:
     resolution: float  # relative grid step of the data; 0 for continuous data
 
 
-def look(base: np.ndarray, exp: np.ndarray, margin: float, nu: float, t: float) -> Look:
-    """The look at these samples (in run order, a prefix of the row's runs) with nominal level ``nu``."""
+def look(base: np.ndarray, exp: np.ndarray, margin: float, nu: float, t: float, nu_test: float | None = None) -> Look:
+    """The look at these samples (in run order, a prefix of the row's runs) with nominal level ``nu``.
+
+    ``nu_test`` is the look's nominal level at the overall level ``**`` is
+    tested at (``nu`` when omitted); on coarse data the exact permutation
+    p-value of the margin test is computed only where the interval at that
+    level clears the margin, and counts as 1 elsewhere (where it cannot
+    decide anything).
+    """
     if resolution(base, exp) == 0:
         return _continuous(base, exp, margin, nu, t)
-    return _coarse(base, exp, margin, nu, t)
+    return _coarse(base, exp, margin, nu, t, nu if nu_test is None else nu_test)
 
 
 def _continuous(base: np.ndarray, exp: np.ndarray, margin: float, nu: float, t: float) -> Look:
@@ -93,21 +103,81 @@ def _u_tail(count: int, n: int, m: int) -> float:
     return float(special.ndtr((count + 1 - n * m / 2) / sd))
 
 
-def _coarse(base: np.ndarray, exp: np.ndarray, margin: float, nu: float, t: float) -> Look:
-    est = AssumeNothing().compare(base, exp, 1 - nu)
-    if est.basis == ABSOLUTE:
-        p = rank_sum_p(base, exp)
-        return Look(len(base), len(exp), t, nu, est.shift, est.shift_lo, est.shift_hi, 1.0 if p is None else p,
-                    ABSOLUTE, est.resolution)
-    pi = min(_shifted_p(base, exp, est, margin, +1), _shifted_p(base, exp, est, margin, -1))
-    return Look(len(base), len(exp), t, nu, est.delta, est.lo, est.hi, pi, est.basis, est.resolution)
+def _coarse(base: np.ndarray, exp: np.ndarray, margin: float, nu: float, t: float, nu_test: float) -> Look:
+    basis, delta, ends, step = _grid_intervals(base, exp, (1 - nu, 1 - nu_test))
+    (lo, hi), (test_lo, test_hi) = ends
+    if basis == ABSOLUTE:
+        clears = test_lo > 0 or test_hi < 0
+        p = rank_sum_p(base, exp) if clears else 1.0
+        return Look(len(base), len(exp), t, nu, delta, lo, hi, 1.0 if p is None else p, basis, step)
+    pi = 1.0
+    if test_lo > margin or test_hi < -margin:
+        pi = _shifted_p(base, exp, basis, delta, margin, 1 if test_lo > margin else -1)
+    return Look(len(base), len(exp), t, nu, delta, lo, hi, pi, basis, step)
 
 
-def _shifted_p(base: np.ndarray, exp: np.ndarray, est: Estimate, margin: float, side: int) -> float:
+def _grid_intervals(base: np.ndarray, exp: np.ndarray, confidences: tuple[float, ...]):
+    """``AssumeNothing``'s change and intervals on data on a grid, at several confidences at once.
+
+    The same arithmetic as ``methods.AssumeNothing.compare`` (log scale
+    unless values come within a step of 0; rounding triangles, or the worst
+    rounding error under one step of spread), without its p-value and the
+    shift in the metric's unit, which a look does not need.
+    Returns (basis, delta, [(lo, hi) per confidence], relative step).
+    """
+    n, m = len(base), len(exp)
+    step = resolution(base, exp)
+    log_scale = bool(np.all(base > 0) and np.all(exp > 0)) and min(base.min(), exp.min()) > step
+    a, b = (np.log(base), np.log(exp)) if log_scale else (base, exp)
+    diffs = np.subtract.outer(b, a).ravel()
+    ks = [hl_rank(n, m, c) for c in confidences]
+    halfwidths = _rounding_halfwidths(base, exp, step, log_scale)
+    if under_one_step(base) or under_one_step(exp):
+        d, worst = np.sort(diffs), float(halfwidths.max())
+        center = float(np.median(d))
+        ends = [(float(d[k - 1]) - worst, float(d[n * m - k]) + worst) if k >= 1 else (-math.inf, math.inf)
+                for k in ks]
+    else:
+        probs = [0.5] + [p for k in ks for p in ((k - 0.5) / (n * m), (n * m - k + 0.5) / (n * m))]
+        q = _triangle_quantiles(diffs, halfwidths, np.array(probs))
+        center = float(q[0])
+        ends = [(float(q[1 + 2 * i]), float(q[2 + 2 * i])) if k >= 1 else (-math.inf, math.inf)
+                for i, k in enumerate(ks)]
+    median = float(np.median(base))
+    rel_step = step / abs(median) if median else math.inf
+    if log_scale:
+        return RATIO, math.expm1(center), [(_expm1(lo), _expm1(hi)) for lo, hi in ends], rel_step
+    if median == 0:
+        return ABSOLUTE, center, ends, rel_step
+    scale = abs(median)
+    return SHIFT_MEDIAN, center / scale, [(lo / scale, hi / scale) for lo, hi in ends], rel_step
+
+
+def _triangle_quantiles(d: np.ndarray, h: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """Quantiles of the mixture of triangles centred on ``d`` with half-widths ``h``, all probabilities at once.
+
+    Bisection on the monotone mixture CDF, as ``methods._triangle_quantile``
+    does for one probability, inside the bracket the order statistics give:
+    the p-quantile lies within the largest half-width of the ordinary one.
+    """
+    ds, widest, n = np.sort(d), float(h.max()), len(d)
+    lo = ds[np.clip(np.floor(probs * n).astype(int), 0, n - 1)] - widest
+    hi = ds[np.clip(np.ceil(probs * n).astype(int) - 1, 0, n - 1)] + widest
+    lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        z = np.clip((mid[:, None] - d[None, :]) / h[None, :], -1.0, 1.0)
+        cdf = np.where(z < 0, 0.5 * (1 + z) ** 2, 1 - 0.5 * (1 - z) ** 2).mean(axis=1)
+        below = cdf < probs
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    return (lo + hi) / 2
+
+
+def _shifted_p(base: np.ndarray, exp: np.ndarray, basis: str, delta: float, margin: float, side: int) -> float:
     """Rank-sum p-value of the experiment side moved back by the margin on one side (1 when on the other)."""
-    if est.delta is None or side * est.delta <= margin:
+    if side * delta <= margin:
         return 1.0
-    if est.basis == RATIO:
+    if basis == RATIO:
         moved = exp / (1 + side * margin)
     else:
         moved = exp - side * margin * abs(float(np.median(base)))

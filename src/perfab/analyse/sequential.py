@@ -165,14 +165,17 @@ def decide(rows: list[SequentialRow], design: Design) -> Decision:
     return _Looks(rows, design, schedule).decision(len(schedule) - 1)
 
 
-def replay(rows: list[SequentialRow], design: Design) -> Decision:
-    """The decision a runner that looks after every block reaches on these samples: its first stop."""
+def replay(rows: list[SequentialRow], design: Design, estimates: bool = True) -> Decision:
+    """The decision a runner that looks after every block reaches on these samples: its first stop.
+
+    ``estimates=False`` leaves out the rows' estimates (the report's numbers), for simulations.
+    """
     schedule = design.schedule(_runs(rows))
     if not schedule:
         return decide(rows, design)
     looks = _Looks(rows, design, schedule)
     first = next((j for j in range(len(schedule)) if looks.stops(j)), len(schedule) - 1)
-    return looks.decision(first)
+    return looks.decision(first, estimates)
 
 
 def from_rows(rows) -> list[SequentialRow]:
@@ -228,11 +231,11 @@ class _Looks:
     def _open(self, j: int) -> list[int]:
         return [i for i in self._targets() if self.state(i, j)[0] == "continue"]
 
-    def decision(self, j: int) -> Decision:
-        rows = tuple(self._row(i, j) for i in range(len(self.rows)))
+    def decision(self, j: int, estimates: bool = True) -> Decision:
+        rows = tuple(self._row(i, j, estimates) for i in range(len(self.rows)))
         return _summary(self.rows, rows, self.design, self.schedule, j, self._targets())
 
-    def _row(self, i: int, j: int) -> RowDecision:
+    def _row(self, i: int, j: int, estimates: bool = True) -> RowDecision:
         row = self.rows[i]
         state, reason, lo, hi, warnings = self.state(i, j)
         p, q = float(self.p[i, j]), float(self.q[i, j])
@@ -247,7 +250,7 @@ class _Looks:
             reason += f"; minimum detectable effect at this noise {100 * mde:.2g}%"
         decided = next((self.schedule[k] for k in range(j + 1) if self.state(i, k)[0] == state),
                        None) if state in ("**", "flat") else None
-        est = _estimate(row, looks[-1], lo, hi, p, self.design, warnings)
+        est = _estimate(row, looks[-1], lo, hi, p, self.design, warnings) if estimates else None
         return RowDecision(row.key, state, reason, est, p, q, decided, mde, warnings)
 
 
@@ -257,12 +260,13 @@ def _trajectory(row: SequentialRow, design: Design, schedule: tuple[int, ...]) -
     sizes = [(min(s, len(base)), min(s, len(exp))) for s in schedule]
     fractions = _fractions(design, sizes)
     nus = [nominal(c) for c in boundaries(fractions, 1 - design.confidence, design.spending)]
+    tests = [nominal(c) for c in boundaries(fractions, design.alpha, design.spending)]
     out: list[Look | None] = []
-    for (nb, ne), t, nu in zip(sizes, fractions, nus):
+    for (nb, ne), t, nu, test in zip(sizes, fractions, nus, tests):
         if row.exact or nb < 2 or ne < 2:
             out.append(None)
         else:
-            out.append(look(base[:nb], exp[:ne], row.margin, nu, t))
+            out.append(look(base[:nb], exp[:ne], row.margin, nu, t, test))
     return out
 
 
