@@ -85,3 +85,9 @@ def test_over_running_the_plan_spends_the_rest_at_the_last_look():
     # Information beyond the planned maximum counts as 1: nothing is left for a further look.
     c = boundaries((0.5, 1.0, 1.0 + 1e-9), 0.05)
     assert c[-1] == 12.0
+
+
+def test_a_looks_boundary_depends_only_on_the_looks_before_it():
+    # What lets an experiment reuse the whole plan's boundaries at every look.
+    t = tuple(np.arange(6, 41, 2) / 40)
+    assert boundaries(t[:5], 0.05) == pytest.approx(boundaries(t, 0.05)[:5], abs=1e-9)

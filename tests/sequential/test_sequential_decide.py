@@ -123,6 +123,25 @@ def test_coarse_timings_use_the_rank_method_for_grids():
     assert same.rows[0].state == "ns"  # a 1% grid cannot show a 0.1% margin
 
 
+def test_failed_runs_leave_a_side_short_and_the_row_is_still_decided():
+    rng = np.random.default_rng(9)
+    row = _row(rng, 20, 0.05, cv=0.01, margin=0.005)
+    short = SequentialRow("ops", row.base[:20], row.exp[:15], row.margin)  # five experiment runs failed
+    d = decide([short], Design(min_runs=6, max_runs=20))
+    assert d.rows[0].state == "**" and d.rows[0].estimate.lo > 0.005
+    assert (d.rows[0].estimate.median_exp, d.runs_per_side) == (pytest.approx(np.median(row.exp[:15])), 20)
+
+
+def test_stop_on_all_waits_for_every_row_and_primary_only_for_the_primary_ones():
+    rng = np.random.default_rng(10)
+    rows = [_row(rng, 30, 0.05, cv=0.005, margin=0.005, key="ops", primary=True),
+            _row(rng, 30, 0.0, cv=0.02, margin=0.005, key="rss")]
+    primary, every = replay(rows, Design(min_runs=6, max_runs=30)), replay(rows, Design(min_runs=6, max_runs=30,
+                                                                                          stop_on="all"))
+    assert primary.runs_per_side == 6 < every.runs_per_side
+    assert primary.rows[1].state == "continue" and every.rows[1].state in ("flat", "ns")
+
+
 @pytest.mark.parametrize("kwargs,needle", [
     (dict(min_runs=1), "need 2 <= min_runs <= max_runs"), (dict(min_runs=10, max_runs=8), "min_runs 10"),
     (dict(alpha=0.6), "alpha 0.6"), (dict(confidence=1.0), "1 - confidence"),

@@ -198,8 +198,9 @@ class _Looks:
 
     def __init__(self, rows: list[SequentialRow], design: Design, schedule: tuple[int, ...]):
         self.rows, self.design, self.schedule = rows, design, schedule
-        self.paths = [_trajectory(r, design, schedule) for r in rows]
-        self.p = np.array([_running_p(r, path, design) for r, path in zip(rows, self.paths)]).reshape(
+        trajectories = [_trajectory(r, design, schedule) for r in rows]
+        self.paths = [path for _, path in trajectories]
+        self.p = np.array([_running_p(r, t, path, design) for r, (t, path) in zip(rows, trajectories)]).reshape(
             len(rows), len(schedule))
         self.q = np.array([adjust_anytime(list(self.p[:, j]), design.multiple) for j in range(len(schedule))]).T.reshape(
             len(rows), len(schedule))
@@ -254,20 +255,21 @@ class _Looks:
         return RowDecision(row.key, state, reason, est, p, q, decided, mde, warnings)
 
 
-def _trajectory(row: SequentialRow, design: Design, schedule: tuple[int, ...]) -> list[Look | None]:
-    """The row's look at every look of the schedule (None where a side has fewer than 2 runs)."""
+def _trajectory(row: SequentialRow, design: Design,
+                schedule: tuple[int, ...]) -> tuple[tuple[float, ...], list[Look | None]]:
+    """The row's information fractions and its look at every look of the schedule (None: a side has < 2 runs)."""
     base, exp = np.asarray(row.base, dtype=float), np.asarray(row.exp, dtype=float)
     sizes = [(min(s, len(base)), min(s, len(exp))) for s in schedule]
     fractions = _fractions(design, sizes)
-    nus = [nominal(c) for c in boundaries(fractions, 1 - design.confidence, design.spending)]
-    tests = [nominal(c) for c in boundaries(fractions, design.alpha, design.spending)]
+    nus = _nominals(design, fractions, 1 - design.confidence)
+    tests = _nominals(design, fractions, design.alpha)
     out: list[Look | None] = []
     for (nb, ne), t, nu, test in zip(sizes, fractions, nus, tests):
         if row.exact or nb < 2 or ne < 2:
             out.append(None)
         else:
             out.append(look(base[:nb], exp[:ne], row.margin, nu, t, test))
-    return out
+    return fractions, out
 
 
 def _fractions(design: Design, sizes: list[tuple[int, int]]) -> tuple[float, ...]:
@@ -281,16 +283,30 @@ def _fractions(design: Design, sizes: list[tuple[int, int]]) -> tuple[float, ...
     return tuple(out)
 
 
-def _running_p(row: SequentialRow, path: list[Look | None], design: Design) -> list[float]:
+def _planned(design: Design, fractions: tuple[float, ...]) -> tuple[float, ...]:
+    """The whole plan's fractions when ``fractions`` begin it (a look's boundary depends only on earlier looks).
+
+    Sharing one plan lets every look of an experiment reuse the same cached boundaries and table.
+    """
+    plan = _fractions(design, [(s, s) for s in design.schedule(design.max_runs)])
+    return plan if plan[: len(fractions)] == fractions else fractions
+
+
+def _nominals(design: Design, fractions: tuple[float, ...], level: float) -> list[float]:
+    c = boundaries(_planned(design, fractions), level, design.spending)
+    return [nominal(x) for x in c[: len(fractions)]]
+
+
+def _running_p(row: SequentialRow, fractions: tuple[float, ...], path: list[Look | None],
+               design: Design) -> list[float]:
     """Running minimum over looks of the row's repeated p-values of "beyond the margin" (anytime-valid)."""
-    if row.exact:
+    if row.exact or all(lk is None for lk in path):
         return [1.0] * len(path)
-    table = level_table(tuple(lk.t for lk in path if lk is not None), design.spending)
-    out, best, i = [], 1.0, 0
-    for lk in path:
+    table = level_table(_planned(design, fractions), design.spending)
+    out, best = [], 1.0
+    for k, lk in enumerate(path):
         if lk is not None:
-            best = min(best, repeated_p(lk.pi, i, table))
-            i += 1
+            best = min(best, repeated_p(lk.pi, k, table))
         out.append(best)
     return out
 
