@@ -156,21 +156,37 @@ def _grid_intervals(base: np.ndarray, exp: np.ndarray, confidences: tuple[float,
 def _triangle_quantiles(d: np.ndarray, h: np.ndarray, probs: np.ndarray) -> np.ndarray:
     """Quantiles of the mixture of triangles centred on ``d`` with half-widths ``h``, all probabilities at once.
 
-    Bisection on the monotone mixture CDF, as ``methods._triangle_quantile``
-    does for one probability, inside the bracket the order statistics give:
-    the p-quantile lies within the largest half-width of the ordinary one.
+    The quantity ``methods._triangle_quantile`` finds by bisection, here in
+    closed form: the mixture CDF is quadratic between the knots
+    ``d - h, d, d + h``, so the coefficients are accumulated over the sorted
+    knots and each quantile solves one quadratic: the smallest ``t`` with
+    ``CDF(t) >= p``.
     """
-    ds, widest, n = np.sort(d), float(h.max()), len(d)
-    lo = ds[np.clip(np.floor(probs * n).astype(int), 0, n - 1)] - widest
-    hi = ds[np.clip(np.ceil(probs * n).astype(int) - 1, 0, n - 1)] + widest
-    lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        z = np.clip((mid[:, None] - d[None, :]) / h[None, :], -1.0, 1.0)
-        cdf = np.where(z < 0, 0.5 * (1 + z) ** 2, 1 - 0.5 * (1 - z) ** 2).mean(axis=1)
-        below = cdf < probs
-        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    return (lo + hi) / 2
+    ref = float(np.median(d))
+    a, c, b = d - h - ref, d - ref, d + h - ref
+    w = 1 / (2 * h * h)  # each triangle: w (t - a)^2 on [a, c), 1 - w (b - t)^2 on [c, b), 1 beyond
+    knots = np.concatenate([a, c, b])
+    c2 = np.concatenate([w, -2 * w, w])
+    c1 = np.concatenate([-2 * w * a, 2 * w * (a + b), -2 * w * b])
+    c0 = np.concatenate([w * a * a, 1 - w * (a * a + b * b), w * b * b])
+    order = np.argsort(knots, kind="stable")
+    knots, c2, c1, c0 = knots[order], np.cumsum(c2[order]), np.cumsum(c1[order]), np.cumsum(c0[order])
+    at_knots = (c2 * knots + c1) * knots + c0  # len(d) * CDF at each knot, from the right
+    target = probs * len(d)
+    k = np.clip(np.searchsorted(at_knots, target, side="left") - 1, 0, len(knots) - 1)
+    lo, hi = knots[k], knots[np.minimum(k + 1, len(knots) - 1)]
+    return ref + np.array([_segment_root(*args) for args in zip(c2[k], c1[k], c0[k] - target, lo, hi)])
+
+
+def _segment_root(q2: float, q1: float, q0: float, lo: float, hi: float) -> float:
+    """The root of ``q2 t^2 + q1 t + q0`` (increasing on [lo, hi]) that lies in [lo, hi]."""
+    if abs(q2) * max(abs(lo), abs(hi), hi - lo) <= 1e-12 * abs(q1):
+        t = -q0 / q1 if q1 else lo
+    else:
+        disc = math.sqrt(max(q1 * q1 - 4 * q2 * q0, 0.0))
+        roots = ((-q1 - disc) / (2 * q2), (-q1 + disc) / (2 * q2))
+        t = min(roots, key=lambda r: max(lo - r, r - hi, 0.0))
+    return min(max(t, lo), hi)
 
 
 def _shifted_p(base: np.ndarray, exp: np.ndarray, basis: str, delta: float, margin: float, side: int) -> float:
