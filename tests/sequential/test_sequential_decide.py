@@ -33,6 +33,14 @@ def test_holm_and_by_match_a_hand_computed_example():
     assert adjust_anytime(p, "by") == pytest.approx([0.02 * h, 0.04 * h, 0.04 * h, 0.02 * h])
 
 
+def test_weighted_holm_matches_a_hand_computed_example():
+    # Weights 0.8 (the primary row), 0.1, 0.1; order by p / w: 0.0375, 0.04, 2.0.
+    # Row 0: 0.03 * 1.0 / 0.8 = 0.0375; row 1: 0.004 * 0.2 / 0.1 = 0.008 -> 0.0375 (monotone); row 2: 0.2 * 0.1 / 0.1.
+    assert adjust_anytime([0.03, 0.004, 0.2], "holm", [0.8, 0.1, 0.1]) == pytest.approx([0.0375, 0.0375, 0.2])
+    # Unweighted the primary row misses alpha 0.05: 0.004 * 3 = 0.012, 0.03 * 2 = 0.06, 0.2.
+    assert adjust_anytime([0.03, 0.004, 0.2], "holm") == pytest.approx([0.06, 0.012, 0.2])
+
+
 def test_the_runner_loop_on_prefixes_reaches_the_replayed_decision():
     rng = np.random.default_rng(11)
     rows = [_row(rng, 30, 0.02, key="ops", primary=True), _row(rng, 30, 0.0, key="rss")]
@@ -146,7 +154,8 @@ def test_stop_on_all_waits_for_every_row_and_primary_only_for_the_primary_ones()
     (dict(min_runs=1), "need 2 <= min_runs <= max_runs"), (dict(min_runs=10, max_runs=8), "min_runs 10"),
     (dict(alpha=0.6), "alpha 0.6"), (dict(confidence=1.0), "1 - confidence"),
     (dict(spending="haybittle"), "use one of pocock, obrien-fleming, linear"),
-    (dict(multiple="bh"), "use one of holm, by"), (dict(block=0), "block 0")])
+    (dict(multiple="bh"), "use one of holm, by"), (dict(block=0), "block 0"),
+    (dict(primary_share=1.0), "primary_share 1")])
 def test_a_bad_design_is_one_line_naming_the_fix(kwargs, needle):
     with pytest.raises(UsageError, match=needle):
         Design(**kwargs)

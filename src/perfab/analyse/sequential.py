@@ -32,7 +32,10 @@ guarantee here): Holm bounds the probability of any false ``**`` (and so
 the false discovery rate) by ``alpha``; BY bounds the false discovery rate
 and gains over Holm only when many rows change.  e-BH on e-values
 calibrated from these p-values (Wang & Ramdas, JRSS B 84 (2022) 822-852)
-reduces to BY, hence BY stands for it.
+reduces to BY, hence BY stands for it.  Holm is weighted: the primary
+rows, declared before the experiment, carry ``primary_share`` (0.8) of
+alpha between them, so the row the experiment is about is not diluted by
+every side metric of the report.
 
 Rows of deterministic counts (``exact``) are decided at the first look by
 the exact method.  Intervals are on log values when every value is
@@ -86,6 +89,7 @@ class Design:
     spending: str = "pocock"  # error-spending function: pocock | obrien-fleming | linear
     stop_on: str = "primary"  # rows that must be decided to stop: primary (all when none is) | all
     multiple: str = "holm"  # adjustment across rows: holm | by
+    primary_share: float = 0.8  # share of alpha the primary rows carry in Holm's procedure (when some rows are)
 
     def __post_init__(self):
         if not 2 <= self.min_runs <= self.max_runs:
@@ -96,6 +100,9 @@ class Design:
         for label, value in (("alpha", self.alpha), ("1 - confidence", 1 - self.confidence)):
             if not 0 < value <= 0.5:
                 raise UsageError(f"sequential design: {label} {value:g}: must lie in (0, 0.5] (e.g. 0.05)")
+        if not 0 < self.primary_share < 1:
+            raise UsageError(f"sequential design: primary_share {self.primary_share:g}: must lie in (0, 1) "
+                             "(e.g. 0.8)")
         for label, value, allowed in (("spending", self.spending, tuple(SPENDING)),
                                       ("stop_on", self.stop_on, ("primary", "all")),
                                       ("multiple", self.multiple, MULTIPLE)):
@@ -202,8 +209,11 @@ class _Looks:
         self.paths = [path for _, path in trajectories]
         self.p = np.array([_running_p(r, t, path, design) for r, (t, path) in zip(rows, trajectories)]).reshape(
             len(rows), len(schedule))
-        self.q = np.array([adjust_anytime(list(self.p[:, j]), design.multiple) for j in range(len(schedule))]).T.reshape(
-            len(rows), len(schedule))
+        self.q = np.ones((len(rows), len(schedule)))
+        tested = [i for i, r in enumerate(rows) if not r.exact]
+        weights = _weights([rows[i] for i in tested], design.primary_share)
+        for j in range(len(schedule)):
+            self.q[tested, j] = adjust_anytime(list(self.p[tested, j]), design.multiple, weights)
 
     def state(self, i: int, j: int) -> tuple[str, str, float, float, tuple[str, ...]]:
         """(state, reason, lo, hi, warnings) of row ``i`` at look ``j``."""
@@ -311,18 +321,38 @@ def _running_p(row: SequentialRow, fractions: tuple[float, ...], path: list[Look
     return out
 
 
-def adjust_anytime(ps: list[float], multiple: str = "holm") -> list[float]:
-    """Adjust anytime-valid p-values across rows: Holm's step-down, or Benjamini-Yekutieli's step-up (``by``).
+def adjust_anytime(ps: list[float], multiple: str = "holm", weights: list[float] | None = None) -> list[float]:
+    """Adjust anytime-valid p-values across rows: weighted Holm step-down, or Benjamini-Yekutieli (``by``).
 
-    Both are valid under any dependence between the p-values (Holm 1979;
-    Benjamini & Yekutieli, Ann. Statist. 29 (2001) 1165-1188, theorem 1.3):
-    BY is Benjamini-Hochberg with the adjusted values multiplied by
-    ``1 + 1/2 + ... + 1/m``.
+    Both are valid under any dependence between the p-values.  Holm's
+    procedure with weights (Holm, Scand. J. Statist. 6 (1979) 65-70,
+    section 4): rows are taken in order of ``p / w`` and each is adjusted
+    by the weight not yet rejected, ``q = max(earlier q, p * W_left / w)``;
+    equal weights give the usual Holm.  BY (Benjamini & Yekutieli, Ann.
+    Statist. 29 (2001) 1165-1188, theorem 1.3) is Benjamini-Hochberg times
+    ``1 + 1/2 + ... + 1/m`` and ignores the weights.
     """
-    if multiple == "holm":
-        return adjust(ps, "holm")
-    harmonic = sum(1 / i for i in range(1, len(ps) + 1))
-    return [min(1.0, q * harmonic) for q in adjust(ps, "bh")]
+    if not ps:
+        return []
+    if multiple == "by":
+        harmonic = sum(1 / i for i in range(1, len(ps) + 1))
+        return [min(1.0, q * harmonic) for q in adjust(ps, "bh")]
+    p = np.asarray(ps, dtype=float)
+    w = np.full(len(p), 1 / len(p)) if weights is None else np.asarray(weights, dtype=float) / sum(weights)
+    out, left, running = np.empty(len(p)), 1.0, 0.0
+    for i in np.argsort(p / w, kind="stable"):
+        running = max(running, min(1.0, p[i] * left / w[i]))
+        out[i], left = running, left - w[i]
+    return [float(x) for x in out]
+
+
+def _weights(rows: list[SequentialRow], primary_share: float) -> list[float] | None:
+    """Holm weights: the primary rows share ``primary_share``, the others the rest (equal when all or none are)."""
+    primary = sum(r.primary for r in rows)
+    if primary in (0, len(rows)):
+        return None
+    rest = len(rows) - primary
+    return [primary_share / primary if r.primary else (1 - primary_share) / rest for r in rows]
 
 
 def _state(last: Look, lo: float, hi: float, q: float, margin: float, alpha: float, final: bool) -> tuple[str, str]:
