@@ -10,7 +10,8 @@ import pytest
 from perfab.analyse.compare import verdict
 from perfab.analyse.methods import AssumeNothing, get_method
 from perfab.analyse.rci import look
-from perfab.analyse.sequential import Design, SequentialRow, adjust_anytime, decide, replay
+from perfab.analyse.multiplicity import adjust_anytime
+from perfab.analyse.sequential import Design, SequentialRow, decide, replay
 from perfab.errors import UsageError
 
 

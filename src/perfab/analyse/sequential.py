@@ -25,7 +25,8 @@ may be used with them.  A row is
            minimum detectable effect the design had at the noise seen.
 
 Across rows, Holm's step-down (``multiple = "holm"``, the default) or the
-Benjamini-Yekutieli step-up (``"by"``) adjusts the anytime-valid p-values.
+Benjamini-Yekutieli step-up (``"by"``) adjusts the anytime-valid p-values
+(``perfab.analyse.multiplicity``).
 Both hold under any dependence between rows, which the common stopping time
 creates (Benjamini-Hochberg assumes positive dependence and loses its
 guarantee here): Holm bounds the probability of any false ``**`` (and so
@@ -67,13 +68,12 @@ from dataclasses import dataclass, replace
 from typing import Hashable
 
 import numpy as np
-from perfab.analyse.checks import adjust
 from perfab.analyse.methods import ABSOLUTE, AssumeExact, AssumeNothing, Estimate, relative_cv
+from perfab.analyse.multiplicity import MULTIPLE, adjust_anytime, holm_weights
 from perfab.analyse.rci import Look, look
 from perfab.analyse.spending import SPENDING, boundaries, level_table, nominal, repeated_p
 from perfab.errors import UsageError
 
-MULTIPLE = ("holm", "by")
 POWER_Z = 0.8416212335729143  # z of 80% power, for the minimum detectable effect
 
 
@@ -211,7 +211,7 @@ class _Looks:
             len(rows), len(schedule))
         self.q = np.ones((len(rows), len(schedule)))
         tested = [i for i, r in enumerate(rows) if not r.exact]
-        weights = _weights([rows[i] for i in tested], design.primary_share)
+        weights = holm_weights([rows[i].primary for i in tested], design.primary_share)
         for j in range(len(schedule)):
             self.q[tested, j] = adjust_anytime(list(self.p[tested, j]), design.multiple, weights)
 
@@ -321,40 +321,6 @@ def _running_p(row: SequentialRow, fractions: tuple[float, ...], path: list[Look
     return out
 
 
-def adjust_anytime(ps: list[float], multiple: str = "holm", weights: list[float] | None = None) -> list[float]:
-    """Adjust anytime-valid p-values across rows: weighted Holm step-down, or Benjamini-Yekutieli (``by``).
-
-    Both are valid under any dependence between the p-values.  Holm's
-    procedure with weights (Holm, Scand. J. Statist. 6 (1979) 65-70,
-    section 4): rows are taken in order of ``p / w`` and each is adjusted
-    by the weight not yet rejected, ``q = max(earlier q, p * W_left / w)``;
-    equal weights give the usual Holm.  BY (Benjamini & Yekutieli, Ann.
-    Statist. 29 (2001) 1165-1188, theorem 1.3) is Benjamini-Hochberg times
-    ``1 + 1/2 + ... + 1/m`` and ignores the weights.
-    """
-    if not ps:
-        return []
-    if multiple == "by":
-        harmonic = sum(1 / i for i in range(1, len(ps) + 1))
-        return [min(1.0, q * harmonic) for q in adjust(ps, "bh")]
-    p = np.asarray(ps, dtype=float)
-    w = np.full(len(p), 1 / len(p)) if weights is None else np.asarray(weights, dtype=float) / sum(weights)
-    out, left, running = np.empty(len(p)), 1.0, 0.0
-    for i in np.argsort(p / w, kind="stable"):
-        running = max(running, min(1.0, p[i] * left / w[i]))
-        out[i], left = running, left - w[i]
-    return [float(x) for x in out]
-
-
-def _weights(rows: list[SequentialRow], primary_share: float) -> list[float] | None:
-    """Holm weights: the primary rows share ``primary_share``, the others the rest (equal when all or none are)."""
-    primary = sum(r.primary for r in rows)
-    if primary in (0, len(rows)):
-        return None
-    rest = len(rows) - primary
-    return [primary_share / primary if r.primary else (1 - primary_share) / rest for r in rows]
-
-
 def _state(last: Look, lo: float, hi: float, q: float, margin: float, alpha: float, final: bool) -> tuple[str, str]:
     interval = f"interval {_pct(lo, last.basis)}..{_pct(hi, last.basis)}"
     bound = 0.0 if last.basis == ABSOLUTE else margin
@@ -388,8 +354,7 @@ def _mde(row: SequentialRow, last: Look, design: Design) -> float | None:
     cvs = [c for c in (relative_cv(base), relative_cv(exp)) if c is not None]
     if not cvs or last.basis == ABSOLUTE:
         return None
-    planned = _fractions(design, [(s, s) for s in range(design.min_runs, design.max_runs, design.block)]
-                         + [(design.max_runs, design.max_runs)])
+    planned = _fractions(design, [(s, s) for s in design.schedule(design.max_runs)])
     c_final = boundaries(planned, design.alpha, design.spending)[-1]
     se = max(cvs) * math.sqrt(2 / design.max_runs) * math.sqrt(math.pi / 3)
     return row.margin + (c_final + POWER_Z) * se
