@@ -179,8 +179,8 @@ def power_section(sims: int) -> None:
 
 
 def table_section(sims: int) -> None:
-    print(f"\n4. Runs per side for 80% power (normal noise, margin {100 * MARGIN:g}%, alpha {ALPHA}; {sims} simulations "
-          "per design): fixed n vs sequential mean (max_runs), realized power and A/A error")
+    print(f"\n4. Runs per side for 80% power (normal noise, margin {100 * MARGIN:g}%, alpha {ALPHA}; {sims} "
+          "simulations per design): fixed n vs sequential mean (max_runs), realized power and A/A error")
     print("   | change | noise CV | fixed n | sequential mean (max) | power fixed / seq | A/A ** fixed / seq |")
     print("   |---|---|---|---|---|---|")
     for effect in (0.01, 0.02, 0.05):

@@ -41,7 +41,7 @@ def adjust_anytime(ps: list[float], multiple: str = "holm", weights: list[float]
 
 
 def holm_weights(primary: list[bool], primary_share: float) -> list[float] | None:
-    """Holm weights: the primary rows share ``primary_share``, the others the rest (None: equal, when all or none are)."""
+    """Holm weights: primary rows share ``primary_share``, the others the rest (None: equal, all or none primary)."""
     n = sum(primary)
     if n in (0, len(primary)):
         return None
