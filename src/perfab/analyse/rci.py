@@ -1,0 +1,205 @@
+"""One row at one look of a sequential experiment: the rank interval and the margin test at a nominal level.
+
+At look ``k`` a group-sequential design allows the fixed-sample level
+``nu_k`` (``spending.nominal`` of the look's boundary).  The repeated
+confidence interval of the look (Jennison & Turnbull 2000, ch. 9) is then
+the ordinary Hodges-Lehmann interval of ``methods.AssumeNothing`` at
+confidence ``1 - nu_k``: the pair of order statistics of the pairwise
+differences that inverts the rank-sum test (Bauer 1972), on log values
+when every value is positive (Delta is a ratio).
+
+The margin test asks whether that interval lies beyond +-margin: its
+nominal p-value ``pi`` is the smallest ``nu`` at which the interval at
+``1 - nu`` excludes ``[-margin, +margin]``.  For continuous data it is read
+off the exact null distribution of the Mann-Whitney count U:
+``lo > s`` exactly when ``2 P(U <= #{d <= s}) <= nu``, so the test and the
+interval never disagree.  Coarse data (a grid of values:
+``ranks.resolution``) get ``AssumeNothing``'s interval, widened for
+rounding (``_grid_intervals``), and the margin test is the exact
+permutation rank-sum test of the samples shifted by the margin
+(``ranks.rank_sum_p``), computed only where the interval at the level of
+``**`` clears the margin: elsewhere it could not decide anything and
+counts as 1 (conservative, and it spares the permutation counts with ties).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+from perfab.analyse.methods import ABSOLUTE, RATIO, SHIFT_MEDIAN, _rounding_halfwidths
+from perfab.analyse.ranks import _u_cdf, hl_rank, rank_sum_p, resolution, under_one_step
+
+EXACT_U = 2500  # n*m up to which ranks.hl_rank uses the exact distribution of U
+
+
+@dataclass(frozen=True)
+class Look:
+    """One row at one look: its interval at the look's nominal level and its margin test."""
+
+    n_base: int  # baseline runs used at this look
+    n_exp: int  # experiment runs used
+    t: float  # information fraction: nm/(n+m) over its value at max_runs per side, at most 1
+    nu: float  # the look's nominal two-sided level: the interval is at confidence 1 - nu
+    delta: float | None  # Hodges-Lehmann change (relative; in the metric's unit for basis absolute)
+    lo: float  # interval at the look's nominal level, same scale as delta (-inf when unbounded)
+    hi: float  # upper end
+    pi: float  # nominal p-value of "the change lies beyond the margin"
+    basis: str  # ratio | shift/median | absolute (methods module docstring)
+    resolution: float  # relative grid step of the data; 0 for continuous data
+
+
+def look(base: np.ndarray, exp: np.ndarray, margin: float, nu: float, t: float, nu_test: float | None = None) -> Look:
+    """The look at these samples (in run order, a prefix of the row's runs) with nominal level ``nu``.
+
+    ``nu_test`` is the look's nominal level at the overall level ``**`` is
+    tested at (``nu`` when omitted); on coarse data the exact permutation
+    p-value of the margin test is computed only where the interval at that
+    level clears the margin, and counts as 1 elsewhere (where it cannot
+    decide anything).
+    """
+    if resolution(base, exp) == 0:
+        return _continuous(base, exp, margin, nu, t)
+    return _coarse(base, exp, margin, nu, t, nu if nu_test is None else nu_test)
+
+
+def _continuous(base: np.ndarray, exp: np.ndarray, margin: float, nu: float, t: float) -> Look:
+    n, m = len(base), len(exp)
+    positive = bool(np.all(base > 0) and np.all(exp > 0))
+    a, b = (np.log(base), np.log(exp)) if positive else (base, exp)
+    d = np.sort(np.subtract.outer(b, a).ravel())
+    k = hl_rank(n, m, 1 - nu)
+    shift = float(np.median(d))
+    lo, hi = (float(d[k - 1]), float(d[n * m - k])) if k >= 1 else (-math.inf, math.inf)
+    basis, scale, up, down = _margin_shifts(base, margin, positive)
+    below = int(np.searchsorted(d, up, side="right"))  # differences <= the upper margin
+    above = n * m - int(np.searchsorted(d, down, side="left"))  # differences >= the lower margin
+    pi = min(1.0, 2 * _u_tail(below, n, m), 2 * _u_tail(above, n, m))
+    rel = (lambda x: _expm1(x)) if basis == RATIO else (lambda x: x / scale)
+    return Look(n, m, t, nu, rel(shift), rel(lo), rel(hi), pi, basis, 0.0)
+
+
+def _margin_shifts(base: np.ndarray, margin: float, positive: bool) -> tuple[str, float, float, float]:
+    """(basis, scale of delta, upper and lower margin as shifts of the compared values)."""
+    if positive:
+        return RATIO, 1.0, math.log1p(margin), math.log1p(-min(margin, 0.999999))
+    median = float(np.median(base))
+    if median == 0:
+        return ABSOLUTE, 1.0, 0.0, 0.0
+    scale = abs(median)
+    return SHIFT_MEDIAN, scale, margin * scale, -margin * scale
+
+
+def _u_tail(count: int, n: int, m: int) -> float:
+    """P(U <= count) under no difference, consistent with ``ranks.hl_rank`` (exact, or its normal approximation)."""
+    if count >= n * m:
+        return 1.0
+    if n * m <= EXACT_U:
+        return float(_u_cdf(n, m)[count])
+    sd = math.sqrt(n * m * (n + m + 1) / 12)
+    return float(special.ndtr((count + 1 - n * m / 2) / sd))
+
+
+def _coarse(base: np.ndarray, exp: np.ndarray, margin: float, nu: float, t: float, nu_test: float) -> Look:
+    basis, delta, ends, step = _grid_intervals(base, exp, (1 - nu, 1 - nu_test))
+    (lo, hi), (test_lo, test_hi) = ends
+    if basis == ABSOLUTE:
+        clears = test_lo > 0 or test_hi < 0
+        p = rank_sum_p(base, exp) if clears else 1.0
+        return Look(len(base), len(exp), t, nu, delta, lo, hi, 1.0 if p is None else p, basis, step)
+    pi = 1.0
+    if test_lo > margin or test_hi < -margin:
+        pi = _shifted_p(base, exp, basis, delta, margin, 1 if test_lo > margin else -1)
+    return Look(len(base), len(exp), t, nu, delta, lo, hi, pi, basis, step)
+
+
+def _grid_intervals(base: np.ndarray, exp: np.ndarray, confidences: tuple[float, ...]):
+    """``AssumeNothing``'s change and intervals on data on a grid, at several confidences at once.
+
+    The same arithmetic as ``methods.AssumeNothing.compare`` (log scale
+    unless values come within a step of 0; rounding triangles, or the worst
+    rounding error under one step of spread), without its p-value and the
+    shift in the metric's unit, which a look does not need.
+    Returns (basis, delta, [(lo, hi) per confidence], relative step).
+    """
+    n, m = len(base), len(exp)
+    step = resolution(base, exp)
+    log_scale = bool(np.all(base > 0) and np.all(exp > 0)) and min(base.min(), exp.min()) > step
+    a, b = (np.log(base), np.log(exp)) if log_scale else (base, exp)
+    diffs = np.subtract.outer(b, a).ravel()
+    ks = [hl_rank(n, m, c) for c in confidences]
+    halfwidths = _rounding_halfwidths(base, exp, step, log_scale)
+    if under_one_step(base) or under_one_step(exp):
+        d, worst = np.sort(diffs), float(halfwidths.max())
+        center = float(np.median(d))
+        ends = [(float(d[k - 1]) - worst, float(d[n * m - k]) + worst) if k >= 1 else (-math.inf, math.inf)
+                for k in ks]
+    else:
+        probs = [0.5] + [p for k in ks for p in ((k - 0.5) / (n * m), (n * m - k + 0.5) / (n * m))]
+        q = _triangle_quantiles(diffs, halfwidths, np.array(probs))
+        center = float(q[0])
+        ends = [(float(q[1 + 2 * i]), float(q[2 + 2 * i])) if k >= 1 else (-math.inf, math.inf)
+                for i, k in enumerate(ks)]
+    median = float(np.median(base))
+    rel_step = step / abs(median) if median else math.inf
+    if log_scale:
+        return RATIO, math.expm1(center), [(_expm1(lo), _expm1(hi)) for lo, hi in ends], rel_step
+    if median == 0:
+        return ABSOLUTE, center, ends, rel_step
+    scale = abs(median)
+    return SHIFT_MEDIAN, center / scale, [(lo / scale, hi / scale) for lo, hi in ends], rel_step
+
+
+def _triangle_quantiles(d: np.ndarray, h: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """Quantiles of the mixture of triangles centred on ``d`` with half-widths ``h``, all probabilities at once.
+
+    The quantity ``methods._triangle_quantile`` finds by bisection, here in
+    closed form: the mixture CDF is quadratic between the knots
+    ``d - h, d, d + h``, so the coefficients are accumulated over the sorted
+    knots and each quantile solves one quadratic: the smallest ``t`` with
+    ``CDF(t) >= p``.
+    """
+    ref = float(np.median(d))
+    a, c, b = d - h - ref, d - ref, d + h - ref
+    w = 1 / (2 * h * h)  # each triangle: w (t - a)^2 on [a, c), 1 - w (b - t)^2 on [c, b), 1 beyond
+    knots = np.concatenate([a, c, b])
+    c2 = np.concatenate([w, -2 * w, w])
+    c1 = np.concatenate([-2 * w * a, 2 * w * (a + b), -2 * w * b])
+    c0 = np.concatenate([w * a * a, 1 - w * (a * a + b * b), w * b * b])
+    order = np.argsort(knots, kind="stable")
+    knots, c2, c1, c0 = knots[order], np.cumsum(c2[order]), np.cumsum(c1[order]), np.cumsum(c0[order])
+    at_knots = (c2 * knots + c1) * knots + c0  # len(d) * CDF at each knot, from the right
+    target = probs * len(d)
+    k = np.clip(np.searchsorted(at_knots, target, side="left") - 1, 0, len(knots) - 1)
+    lo, hi = knots[k], knots[np.minimum(k + 1, len(knots) - 1)]
+    return ref + np.array([_segment_root(*args) for args in zip(c2[k], c1[k], c0[k] - target, lo, hi)])
+
+
+def _segment_root(q2: float, q1: float, q0: float, lo: float, hi: float) -> float:
+    """The root of ``q2 t^2 + q1 t + q0`` (increasing on [lo, hi]) that lies in [lo, hi]."""
+    if abs(q2) * max(abs(lo), abs(hi), hi - lo) <= 1e-12 * abs(q1):
+        t = -q0 / q1 if q1 else lo
+    else:
+        disc = math.sqrt(max(q1 * q1 - 4 * q2 * q0, 0.0))
+        roots = ((-q1 - disc) / (2 * q2), (-q1 + disc) / (2 * q2))
+        t = min(roots, key=lambda r: max(lo - r, r - hi, 0.0))
+    return min(max(t, lo), hi)
+
+
+def _shifted_p(base: np.ndarray, exp: np.ndarray, basis: str, delta: float, margin: float, side: int) -> float:
+    """Rank-sum p-value of the experiment side moved back by the margin on one side (1 when on the other)."""
+    if side * delta <= margin:
+        return 1.0
+    if basis == RATIO:
+        moved = exp / (1 + side * margin)
+    else:
+        moved = exp - side * margin * abs(float(np.median(base)))
+    p = rank_sum_p(base, moved)
+    return 1.0 if p is None else p
+
+
+def _expm1(x: float) -> float:
+    return math.expm1(x) if math.isfinite(x) else x
