@@ -149,8 +149,8 @@ def _legend(a: Analysis, rows: list[Row]) -> list[str]:
         lines += _wrap(f"** = beyond per-run noise{noise}, ns = within noise, flat = within +-{margin}.")
     lines += _wrap(_method_note(a, methods))
     if any(r.estimate is not None and r.estimate.basis == ABSOLUTE for r in rows):
-        lines += _wrap("Delta without % (+0, +2,140): the change in the metric's unit, where the baseline's "
-                       "median is 0 and no ratio exists.")
+        lines += _wrap("Delta without %: the change in the metric's unit, where the baseline's median is 0 "
+                       "and no ratio exists.")
     mdes = [r.mde for r in measured_rows(rows) if r.mde is not None and math.isfinite(r.mde)]
     if mdes:
         lines += _wrap(f"Minimum detectable effect at this n and noise (80% power): "
