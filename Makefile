@@ -1,6 +1,7 @@
 # perfab: everything the project needs is installed from here, nothing by hand.
 #   make demo   run the bundled default experiment and print its report
 #   make test   run the whole test suite
+#   make studies  run the four bundled studies (examples/00N-*/) and print their tables
 
 PYTHON ?= python3
 VENV   := .venv
@@ -12,7 +13,7 @@ SITES  ?= 2048
 # rustup's toolchain (Debian's cargo is too old for the native crates)
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test sysdeps workloads native clean
+.PHONY: demo test studies sysdeps workloads native clean
 
 demo: $(STAMP) workloads
 	rm -f .perfab/demo.db .perfab/demo.db-wal .perfab/demo.db-shm
@@ -21,6 +22,20 @@ demo: $(STAMP) workloads
 
 test: $(STAMP) sysdeps workloads native
 	$(PY) -m pytest -q
+
+# The bundled studies (see each examples/00N-*/README.md): each spec builds its
+# sides with the study's own Makefile into .perfab/build/<experiment>/<side>.
+STUDIES_DB := .perfab/studies.db
+ASM_BUILD  := .perfab/build/asm-inline
+
+studies: $(STAMP) sysdeps native
+	rm -f $(STUDIES_DB) $(STUDIES_DB)-wal $(STUDIES_DB)-shm
+	$(VENV)/bin/perfab run examples/001-asm-inline/cachegrind.toml --db $(STUDIES_DB)
+	$(VENV)/bin/perfab size $(ASM_BUILD)/asm/lockops $(ASM_BUILD)/asm_inline/lockops
+	$(VENV)/bin/perfab run examples/002-false-sharing/time.toml --db $(STUDIES_DB)
+	$(VENV)/bin/perfab run examples/003-paravirt-lock/cachegrind.toml --db $(STUDIES_DB)
+	$(VENV)/bin/perfab run examples/003-paravirt-lock/time.toml --db $(STUDIES_DB)
+	$(VENV)/bin/perfab run examples/004-tlb-shootdown/sweep.toml --db $(STUDIES_DB)
 
 # System tools the measurement backends and tests rely on; installed only if absent.
 sysdeps:
