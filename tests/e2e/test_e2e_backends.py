@@ -92,6 +92,10 @@ name = "inline"
 name = "lockbench"
 argv = ["{lockbench}/{{variant}}/lockbench", "300000"]
 parser = "keyvalue"
+
+[[workload.metric]]
+name = "ops/s"
+direction = "higher"
 """)
     db = tmp_path / "r.db"
     code, out, err = run(["run", str(spec), "--db", str(db)])

@@ -31,7 +31,7 @@ def test_every_family_is_listed_with_its_cause(size_pair, tmp_path):
     assert [int(r[4]) for r in rows] == [f["delta_bytes"] for f in families]
     assert [(r[5], r[6]) for r in rows] == [(f["cause"]["kind"], f["cause"]["text"]) for f in families]
     summ = next(r for r in rows if r[0] == "sum")
-    assert summ[5:] == ["clone", "clone .cold appeared", "sum +8, sum.cold +37"]
+    assert summ[5] == "clone" and summ[6].startswith("clone .cold appeared") and summ[7] == "sum +8, sum.cold +37"
 
 
 def test_numeric_cells_carry_their_value_for_sorting(size_pair):
