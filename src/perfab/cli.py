@@ -253,6 +253,9 @@ def cmd_plan(args, stdout, stderr) -> int:
     preflight(exp, [v.name for v in chosen if v.name not in sources], _side_env(exp))
     preflight(exp, built, _side_env(exp), programs=False, sources=sources)  # programs appear when built
     groups = make_backend(exp.measure).groups()
+    if exp.sequential is not None:
+        print(f"sequential: blocks after the first {exp.sequential.min_runs} runs per side run only while rows "
+              f"are undecided (at most {exp.sequential.max_runs} per side)", file=stdout)
     for line in build_lines(sources) + plan_lines(exp, make_plan(exp, sides, len(groups)), groups, sources):
         print(line, file=stdout)
     return 0

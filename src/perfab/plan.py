@@ -16,6 +16,10 @@ Counter groups (``perf`` with more events than PMU counters) are assigned
 per block, so within a block every cell carries the same group and each
 group is spread evenly over time and over cells.
 
+A sequential experiment (``runs = "auto"``) stores its plan block by block:
+the same seeded order, cut after the first ``min_runs`` runs per side and
+extended one block at a time while its rows are undecided.
+
 Warm-up runs (``warmup`` per cell) come first and are never analysed.  The
 plan is a pure function of the spec, the side(s) this session may run and
 the groups: the store keeps it before running, and ``--resume`` continues
@@ -99,6 +103,33 @@ def _measured_order(exp: Experiment, cells: list, n_groups: int, rng: random.Ran
             yield from ((block, (c, group)) for c in seq)
             done += take
         block += 1
+
+
+def runs_per_block(exp: Experiment) -> int:
+    """Measured runs per side in one block: 2 in an ABBA/BAAB block, 1 when alternating."""
+    return 1 if exp.order == "alternate" else 2
+
+
+def blocks_for(exp: Experiment, runs: int) -> int:
+    """Blocks needed for ``runs`` measured runs per side."""
+    per = runs_per_block(exp)
+    return -(-runs // per)
+
+
+def first_blocks(plan: list[PlannedRun], blocks: int) -> list[PlannedRun]:
+    """A sequential experiment's plan so far: warm-ups and the first ``blocks`` blocks, numbered from 0."""
+    return renumber([p for p in plan if p.warmup or p.block < blocks], 0)
+
+
+def block_of(plan: list[PlannedRun], block: int, start_seq: int) -> list[PlannedRun]:
+    """The runs of one more block, numbered on from ``start_seq``; [] past the last planned block."""
+    return renumber([p for p in plan if not p.warmup and p.block == block], start_seq)
+
+
+def renumber(runs: list[PlannedRun], start_seq: int) -> list[PlannedRun]:
+    from dataclasses import replace
+
+    return [replace(p, seq=start_seq + i) for i, p in enumerate(runs)]
 
 
 def describe_order(exp: Experiment) -> str:

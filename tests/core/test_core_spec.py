@@ -84,7 +84,8 @@ def test_unknown_key_lists_allowed_keys():
     allowed = str(info.value).split("use one of: ")[1]
     assert allowed.split(", ") == sorted(["name", "runs", "warmup", "order", "seed", "pin", "max_failures",
                                           "stdout_cap", "alpha", "confidence", "fdr", "margin", "method",
-                                          "baseline", "build", "repo", "build_timeout"])
+                                          "baseline", "build", "repo", "build_timeout", "min_runs", "max_runs",
+                                          "stop_on", "spending"])
 
 
 def test_missing_spec_file(tmp_path):

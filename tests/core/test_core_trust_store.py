@@ -23,7 +23,7 @@ import pytest
 from core_helpers import FakeOutcome, cli, fake_runner, runs_table, two_sides
 from perfab.errors import StoreError
 from perfab.store import Store
-from perfab.store.schema import MIGRATIONS
+from perfab.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -208,7 +208,7 @@ def test_an_older_database_is_reported_read_only_and_migrated_only_when_written(
         assert data.profiles[1] == {"self.cycles:u.main": 50.0}
         assert all("self.cycles:u.main" not in v for v in data.values.values())
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     con.close()
 
 

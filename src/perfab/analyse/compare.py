@@ -120,6 +120,8 @@ class Analysis:
     profiles: dict = field(default_factory=dict)  # (workload, variant) -> perfab.profile.ProfileRows
     sources: dict = field(default_factory=dict)  # variant -> {"commit": ..., "build": ...} of the newest session
     summaries: tuple[Summary, ...] = ()  # each side's median and interval per point (sweeps, single sides)
+    decision: object = None  # runs = "auto": perfab.analyse.sequential.Decision at the newest look
+    stop_reason: str | None = None  # runs = "auto": why the newest session stopped
 
 
 def analyse(store: Store, name: str | None = None, alpha: float | None = None, confidence: float | None = None,
@@ -151,7 +153,11 @@ def compare(data: Dataset, spec: Experiment, alpha: float | None = None, confide
                 if workload.params or len(spec.variants) == 1:
                     summaries += _summaries(spec, idx, workload.name, point, metric, confidence)
         infos.append(idx.workload_info(workload, tuple(hidden), tuple(simulated)))
-    rows = _verdicts(rows, alpha, spec.fdr)
+    decision = None
+    if spec.sequential is not None:
+        rows, decision = _sequential_verdicts(rows, spec, alpha, confidence)
+    else:
+        rows = _verdicts(rows, alpha, spec.fdr)
     sessions = list(data.sessions)
     return Analysis(
         experiment=data.experiment, baseline=spec.baseline,
@@ -162,7 +168,8 @@ def compare(data: Dataset, spec: Experiment, alpha: float | None = None, confide
         env_differences=_env_differences(sessions, spec), sessions=len(sessions),
         warnings=tuple(_experiment_warnings(sessions, spec, idx)), notes=idx.notes, spec=spec,
         profiles=_profiles(spec, idx, alpha), sources=sessions[-1].sources if sessions else {},
-        summaries=tuple(summaries))
+        summaries=tuple(summaries), decision=decision,
+        stop_reason=next((x.stop_reason for x in reversed(sessions) if x.stop_reason), None))
 
 
 class _Index:
@@ -316,6 +323,35 @@ def _summaries(spec: Experiment, idx: _Index, workload: str, point: Params, metr
         if (s := summarize(workload, point, v.name, metric, unit, values, confidence)) is not None:
             out.append(s)
     return out
+
+
+def design_of(spec: Experiment, alpha: float, confidence: float):
+    """The group-sequential design of a ``runs = "auto"`` spec (``perfab.analyse.sequential.Design``)."""
+    from perfab.analyse.sequential import Design
+    from perfab.plan import runs_per_block
+
+    seq = spec.sequential
+    return Design(min_runs=seq.min_runs, max_runs=seq.max_runs, block=runs_per_block(spec), alpha=alpha,
+                  confidence=confidence, spending=seq.spending, stop_on=seq.stop_on)
+
+
+def _sequential_verdicts(rows: list[Row], spec: Experiment, alpha: float, confidence: float):
+    """Verdicts of a sequential experiment: the design's decision at the newest look (not BH on fixed-n p)."""
+    from perfab.analyse.sequential import decide, from_rows
+
+    decision = decide(from_rows(rows), design_of(spec, alpha, confidence))
+    by_key = {d.key: d for d in decision.rows}
+    out = []
+    for r in rows:
+        d = by_key.get((r.workload, r.params, r.metric, r.variant))
+        if d is None:
+            out.append(r)
+            continue
+        verdict_ = d.state if d.state in ("**", "flat") else "ns"
+        warnings = r.warnings + d.warnings + (() if d.state in ("**", "flat") else (d.reason,))
+        out.append(replace(r, estimate=d.estimate or r.estimate, q=d.q, verdict=verdict_,
+                           mde=d.mde if d.mde is not None else r.mde, warnings=warnings))
+    return out, decision
 
 
 def _verdicts(rows: list[Row], alpha: float, fdr: str) -> list[Row]:

@@ -56,6 +56,10 @@ def _setup(a: Analysis) -> list[str]:
     else:
         lines.append(f"  side     : {a.baseline} (one side: absolute values, no comparison)")
     lines.append(f"  runs     : {runs} measured ({describe_order(a.spec) if a.spec else a.order})")
+    if a.spec is not None and a.spec.sequential is not None:
+        seq = a.spec.sequential
+        why = a.stop_reason or (a.decision.reason if a.decision is not None else "not run yet")
+        lines.append(f"  stopping : runs = \"auto\", {seq.min_runs}..{seq.max_runs} per side; {why}")
     lines.append(f"  counted  : {_counted(a)}")
     for variant, src in a.sources.items():
         if src.get("commit"):
@@ -175,6 +179,13 @@ def _method_note(a: Analysis, methods: list[str]) -> str:
                                "(not the ratio of the medians shown)"),
              "exact": "exact counts (deterministic; only the margin decides flat)",
              "normal": f"Welch t, {a.confidence:.0%} intervals"}
+    if a.spec is not None and a.spec.sequential is not None:
+        seq = a.spec.sequential
+        names["sequential"] = (f"group-sequential rank test, {seq.spending} error spending over looks after every "
+                               f"block ({seq.min_runs}..{seq.max_runs} runs per side); Delta = Hodges-Lehmann "
+                               f"ratio, {a.confidence:.0%} repeated intervals valid under monitoring")
+        tests = "; ".join(names.get(m, m) for m in methods)
+        return f"Tests: {tests}; Holm across rows at alpha {a.alpha:g} (primary rows carry 80% of it)."
     fdr = {"bh": "Benjamini-Hochberg FDR", "holm": "Holm FWER"}[a.fdr]
     tests = "; ".join(names[m] for m in methods)
     if methods == ["exact"]:

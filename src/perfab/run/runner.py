@@ -38,7 +38,7 @@ from typing import Callable
 
 from perfab.errors import PerfabError, UsageError
 from perfab.machine.interrupts import read_interrupts
-from perfab.plan import PlannedRun, make_plan
+from perfab.plan import PlannedRun, block_of, blocks_for, first_blocks, make_plan
 from perfab.run.backends import Backend
 from perfab.run.build import build_all, resolve
 from perfab.run.context import SideContext
@@ -134,6 +134,8 @@ class Runner:
             self.sources = self._build(sides)
             preflight(self.exp, sides, self._env, getattr(self.executor, "resolves_programs", True), self.sources)
             todo = make_plan(self.exp, sides, len(self.groups))
+            if self.exp.sequential is not None:  # stored block by block: the first min_runs, then as needed
+                todo = first_blocks(todo, blocks_for(self.exp, self.exp.sequential.min_runs))
             session = self.store.start_session(self.exp.name, self.exp.source, self.exp.path, self.exp.spec_hash,
                                                side, self.backend.name, self.groups, self.environment, todo,
                                                {k: v.to_json() for k, v in self.sources.items()})
@@ -165,28 +167,57 @@ class Runner:
 
     def _execute(self, session: int, side: str | None, todo: list[PlannedRun]) -> SessionResult:
         measured = sum(1 for p in todo if not p.warmup)
+        if self.exp.sequential is not None:  # the policy applies to the most the plan can grow to
+            measured = max(measured, self.exp.sequential.max_runs * len(self.exp.variants) * len(self.exp.workloads))
         limit = self.exp.max_failures if self.exp.max_failures is not None else max(3, measured // 4)
         self._failed, self._done, self._last_failure = 0, 0, ""
-        status = "aborted"  # unless the loop says otherwise; an exception leaves the session resumable
+        status, stop_reason = "aborted", None  # unless the loop says otherwise; an exception leaves it resumable
         scratch_root = Path(tempfile.mkdtemp(prefix="perfab-"))
         try:
             with _Signals(self.executor) as signals:
-                for workload, runs in _by_workload(todo):
-                    status = self._workload(session, workload, runs, signals, scratch_root, limit)
-                    if status != "finished":
-                        break
+                status = self._run_all(session, todo, signals, scratch_root, limit)
+                while status == "finished" and self.exp.sequential is not None and stop_reason is None:
+                    stop_reason, more = self._look(session, side)
+                    if more:
+                        self.store.extend_plan(session, more)
+                        status = self._run_all(session, more, signals, scratch_root, limit)
                 if signals.count and status == "finished":
                     status = "interrupted"
         finally:
             shutil.rmtree(scratch_root, ignore_errors=True)
             try:
-                self.store.finish_session(session, status)
+                self.store.finish_session(session, status, stop_reason if status == "finished" else None)
             except PerfabError as e:
                 self.say(f"warning: could not record the session's end ({e})")
         if status == "aborted":
             raise PerfabError(f"aborted after {self._failed} failed runs (last: {self._last_failure}); fix the "
                               "workload or raise experiment.max_failures, then continue with --resume")
         return SessionResult(session, status, self._done, self._failed, side)
+
+    def _run_all(self, session: int, todo: list[PlannedRun], signals, scratch_root: Path, limit: int) -> str:
+        status = "finished"
+        for workload, runs in _by_workload(todo):
+            status = self._workload(session, workload, runs, signals, scratch_root, limit)
+            if status != "finished":
+                break
+        return status
+
+    def _look(self, session: int, side: str | None) -> tuple[str | None, list[PlannedRun]]:
+        """A sequential experiment's look after a block: (why it stops, or None; the next block's runs)."""
+        from perfab.analyse.compare import compare
+
+        decision = compare(self.store.load(self.exp.name), self.exp).decision
+        if decision.stop:
+            self.say(decision.reason)
+            return decision.reason, []
+        planned = self.store.planned(session)
+        last = max((p.block for p in planned if not p.warmup), default=-1)
+        full = make_plan(self.exp, [side] if side else None, len(self.groups))
+        more = block_of(full, last + 1, max(p.seq for p in planned) + 1)
+        if not more:  # max_runs reached without a decision: the decision says why
+            return decision.reason, []
+        self.say(f"look {decision.look} after {decision.runs_per_side} runs per side: {decision.reason}")
+        return None, more
 
     # -- one workload -------------------------------------------------------
 

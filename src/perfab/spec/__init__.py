@@ -104,6 +104,16 @@ class Measure:
 
 
 @dataclass(frozen=True)
+class Sequential:
+    """``runs = "auto"``: a group-sequential experiment that stops when its rows are decided."""
+
+    min_runs: int  # runs per side before the first look
+    max_runs: int  # runs per side at the last look
+    stop_on: str  # primary | all
+    spending: str  # pocock | obrien-fleming | linear
+
+
+@dataclass(frozen=True)
 class Experiment:
     """A whole validated spec."""
 
@@ -129,6 +139,7 @@ class Experiment:
     build: tuple[str, ...] = ()  # build command for every side without its own ({variant} placeholder)
     repo: str | None = None  # the git repository variant.git refs name; None: the one holding the spec
     build_timeout_s: float = 3600.0  # a build taking longer fails
+    sequential: Sequential | None = None  # runs = "auto": look after every block, stop when decided
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:

@@ -9,7 +9,7 @@ import tomllib
 from typing import Any
 
 from perfab.errors import SpecError, UsageError
-from perfab.spec import Experiment, Measure, MetricSpec, Service, Variant, Workload
+from perfab.spec import Experiment, Measure, MetricSpec, Sequential, Service, Variant, Workload
 from perfab.spec.schema import (BACKENDS, DIRECTIONS, FDR_METHODS, MAX_PLAN, MAX_RUNS, MAX_SWEEP_POINTS,
                                 MAX_WARMUP, METHODS, ORDERS, TOP_LEVEL, allowed, required)
 
@@ -159,9 +159,10 @@ class _Reader:
                 raise self.fail(f"experiment.{key}", f"must lie strictly between 0 and 1, got {value}",
                                 "e.g. alpha = 0.05, confidence = 0.95")
         pin = self.get(e, w, "pin", (str, int))
+        sequential = self.sequential(e, w)
         exp = Experiment(
             name=self.name(e, w),
-            runs=self.number(e, w, "runs", 20, int, 1, MAX_RUNS),
+            runs=sequential.max_runs if sequential else self.number(e, w, "runs", 20, int, 1, MAX_RUNS),
             warmup=self.number(e, w, "warmup", 1, int, 0, MAX_WARMUP),
             order=self.choice(e, w, "order", ORDERS, "interleaved"),
             seed=self.number(e, w, "seed", 1, int, -(2 ** 63), 2 ** 63 - 1),
@@ -182,6 +183,7 @@ class _Reader:
             build=self.strings(e, w, "build"),
             repo=self.get(e, w, "repo", str),
             build_timeout_s=float(self.number(e, w, "build_timeout", 3600.0, maximum=7 * 86400)),
+            sequential=sequential,
         )
         self.plan_size(exp)
         for i, wl in enumerate(exp.workloads):
@@ -189,6 +191,27 @@ class _Reader:
                 raise self.fail(f"workload[{i}].service.counters", "counts with perf stat",
                                 'set [measure] backend = "perf" or remove service.counters')
         return exp
+
+    def sequential(self, e: dict, w: str) -> Sequential | None:
+        """``runs = "auto"`` and its keys (which mean nothing without it)."""
+        keys = ("min_runs", "max_runs", "stop_on", "spending")
+        if e.get("runs") != "auto":
+            for key in keys:
+                if key in e:
+                    raise self.fail(f"{w}.{key}", 'is read only with runs = "auto"',
+                                    'set runs = "auto" (a sequential experiment) or remove it')
+            return None
+        from perfab.analyse.spending import SPENDING
+
+        low = self.number(e, w, "min_runs", 6, int, 2, MAX_RUNS)
+        high = self.number(e, w, "max_runs", 40, int, 2, MAX_RUNS)
+        if high < low:
+            raise self.fail(f"{w}.max_runs", f"{high} is below min_runs {low}", "raise max_runs or lower min_runs")
+        if e.get("order", "interleaved") not in ("interleaved", "alternate"):
+            raise self.fail(f"{w}.order", 'a sequential experiment (runs = "auto") looks after each block',
+                            'use order = "interleaved" or "alternate"')
+        return Sequential(low, high, self.choice(e, w, "stop_on", ("primary", "all"), "primary"),
+                          self.choice(e, w, "spending", tuple(SPENDING), "pocock"))
 
     def plan_size(self, exp: Experiment) -> None:
         from perfab.plan import sweep_points

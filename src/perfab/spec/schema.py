@@ -38,7 +38,16 @@ def _k(name: str, kind: str, default: str, doc: str) -> Key:
 TABLES: dict[str, tuple[Key, ...]] = {
     "experiment": (
         _k("name", "string", "required", "Experiment name: the key of its runs in the results database."),
-        _k("runs", "integer", "20", f"Measured runs per side (and sweep point) and workload, 1..{MAX_RUNS}."),
+        _k("runs", 'integer or "auto"', "20",
+           f'Measured runs per side (and sweep point) and workload, 1..{MAX_RUNS}; "auto": sequential, stop when '
+           "decided (min_runs..max_runs)."),
+        _k("min_runs", "integer", "6", 'With runs = "auto": runs per side before the first look.'),
+        _k("max_runs", "integer", "40", 'With runs = "auto": runs per side at the last look.'),
+        _k("stop_on", "string", '"primary"',
+           'With runs = "auto": the rows that must be decided to stop: primary (every row when none is) or all.'),
+        _k("spending", "string", '"pocock"',
+           'With runs = "auto": error-spending function of the group-sequential design: pocock, obrien-fleming, '
+           "linear."),
         _k("warmup", "integer", "1", f"Unmeasured runs per side and workload before the measured ones, 0..{MAX_WARMUP}."),
         _k("order", "string", '"interleaved"', f"Run order: {', '.join(ORDERS)}."),
         _k("seed", "integer", "1", "Seed of the randomized order."),

@@ -35,6 +35,7 @@ class Session:
     host: str | None = None  # hostname of the machine that ran it
     owner: str | None = None  # the claim (JSON, see perfab.store.owner) while a runner holds it
     sources: dict = field(default_factory=dict)  # variant -> {"commit": ..., "build": [...], ...}
+    stop_reason: str | None = None  # why a sequential session stopped
 
 
 @dataclass(frozen=True)

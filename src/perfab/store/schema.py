@@ -18,6 +18,8 @@ Schema history:
      point, JSON); ``samples.source`` and ``metric_meta.source`` (rusage,
      backend, parser, service, machine); profile shares moved out of
      ``samples`` into ``profile_shares``.
+  3  ``sessions.stop_reason``: why a sequential session (runs = "auto")
+     stopped; an index of sessions by experiment.
 """
 
 from __future__ import annotations
@@ -94,9 +96,15 @@ UPDATE metric_meta SET source = 'rusage' WHERE metric IN {_RUSAGE_V1};
 DELETE FROM metric_meta WHERE metric LIKE 'self.%';
 """
 
+_V3 = """
+ALTER TABLE sessions ADD COLUMN stop_reason TEXT;
+CREATE INDEX sessions_by_experiment ON sessions(experiment_id);
+"""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
     (2, "attempts kept, sessions claimed, sweep points, sample sources, profile shares", _V2),
+    (3, "why a sequential session stopped; sessions indexed by experiment", _V3),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 PERFAB_TABLES = frozenset({"migrations", "experiments", "sessions", "planned_runs", "runs", "samples"})

@@ -164,11 +164,22 @@ class Store:
             self.db.execute("UPDATE sessions SET owner = ?, status = 'running' WHERE id = ?",
                             (self._me.to_json(), session))
 
-    def finish_session(self, session: int, status: str) -> None:
-        """Record how the session ended and release its claim."""
+    def finish_session(self, session: int, status: str, stop_reason: str | None = None) -> None:
+        """Record how the session ended (and why a sequential one stopped) and release its claim."""
         with self.transaction():
-            self.db.execute("UPDATE sessions SET status = ?, finished_at = ?, owner = NULL WHERE id = ? "
-                            "AND (owner IS NULL OR owner = ?)", (status, time.time(), session, self._me.to_json()))
+            self.db.execute("UPDATE sessions SET status = ?, finished_at = ?, owner = NULL, "
+                            "stop_reason = coalesce(?, stop_reason) WHERE id = ? AND (owner IS NULL OR owner = ?)",
+                            (status, time.time(), stop_reason, session, self._me.to_json()))
+
+    def extend_plan(self, session: int, runs: list[PlannedRun]) -> None:
+        """Store more planned runs of a sequential session (one more block) before they run."""
+        with self.transaction():
+            self._check_claim(session)
+            self.db.executemany(
+                "INSERT INTO planned_runs (session_id, seq, workload, variant, grp, warmup, block, params_json) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(session, p.seq, p.workload, p.variant, p.group, int(p.warmup), p.block, params_to_json(p.params))
+                 for p in runs])
 
     def _check_claim(self, session: int) -> None:
         row = self.db.execute("SELECT owner FROM sessions WHERE id = ?", (session,)).fetchone()
@@ -244,11 +255,11 @@ class Store:
     def sessions(self, name: str) -> list[Session]:
         exp_id = self._experiment_id(name)
         rows = self.db.execute("SELECT id, started_at, status, side, spec_text, spec_path, backend, groups_json, "
-                               "environment_json, host, owner, sources_json FROM sessions "
+                               "environment_json, host, owner, sources_json, stop_reason FROM sessions "
                                "WHERE experiment_id = ? ORDER BY id", (exp_id,))
         return [Session(r[0], name, r[1], r[2], r[3], r[4], r[5] or "", r[6],
                         tuple(tuple(g) for g in json.loads(r[7])), json.loads(r[8]), r[9], r[10],
-                        json.loads(r[11] or "{}")) for r in rows]
+                        json.loads(r[11] or "{}"), r[12]) for r in rows]
 
     def unfinished_session(self, name: str) -> Session | None:
         """The newest session of ``name`` run on this store's machine whose plan is not complete.
@@ -260,7 +271,8 @@ class Store:
         except UsageError:
             return None
         for s in reversed(sessions):
-            if s.status != "finished" and s.host in (None, self.machine) and self.remaining(s.id):
+            if s.status != "finished" and s.host in (None, self.machine) and \
+                    (self.remaining(s.id) or _sequential(s.spec_text)):
                 return s
         return None
 
@@ -335,6 +347,16 @@ class Store:
         return Dataset(name, tuple(self.sessions(name)), runs, group_by_run(pick(self.samples(name))),
                        group_by_run(pick(self.exclusions(name))), self.metric_meta(name),
                        group_by_run(pick(self.profile_shares(name))))
+
+
+def _sequential(spec_text: str) -> bool:
+    """A sequential session may have run its whole stored plan without having decided: it is unfinished."""
+    import tomllib
+
+    try:
+        return tomllib.loads(spec_text).get("experiment", {}).get("runs") == "auto"
+    except tomllib.TOMLDecodeError:
+        return False
 
 
 def _migrate(db: sqlite3.Connection) -> None:
