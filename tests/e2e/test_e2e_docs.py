@@ -20,10 +20,27 @@ def blocks(lang: str) -> list[str]:
 
 
 def test_readme_spec_is_valid():
-    (toml,) = blocks("toml")
+    toml = blocks("toml")[0]
     exp = parse_spec(toml, "README.md")
     assert exp.measure.backend == "perf" and exp.measure.max_events_per_run == 3
     assert [v.name for v in exp.variants] == ["outline", "inline"]
+
+
+def test_readme_spec_fragments_are_valid_in_the_full_spec():
+    """Every further TOML block of the README, put into the full spec, still makes a valid spec."""
+    import tomllib
+
+    import tomli_w
+
+    base = tomllib.loads(blocks("toml")[0])
+    for fragment in blocks("toml")[1:]:
+        doc = {k: dict(v) if isinstance(v, dict) else list(v) for k, v in base.items()}
+        for key, value in tomllib.loads(fragment).items():
+            if isinstance(value, dict):
+                doc[key] = {**doc.get(key, {}), **value}
+            else:
+                doc[key] = value
+        assert parse_spec(tomli_w.dumps(doc), "README.md").workloads, fragment
 
 
 def test_readme_commands_exist_and_have_help():
