@@ -158,3 +158,16 @@ def test_zero_baseline_reports_the_shift_in_the_metrics_unit(tmp_path):
     assert line.split()[-2:] == [line.split()[-2], "**"] and line.split()[-2].startswith("+2,14")
     assert "Delta without %" in text
     assert math.isfinite(row["shift_lo"])
+
+
+def test_the_two_cluster_screen_is_quiet_on_merely_discrete_data():
+    """Ashman's D was infinite on clock-tick data (91-100% of rows warned) and on whole context-switch counts."""
+    from perfab.analyse.checks import bimodal
+
+    rng = np.random.default_rng(21)
+    clock = [np.round(0.08 * rng.lognormal(0, 0.03, 30) / 0.004) * 0.004 for _ in range(200)]
+    switches = [rng.poisson(3, 30).astype(float) for _ in range(200)]
+    assert sum(bimodal(x, "a") is not None for x in clock) <= 2
+    assert sum(bimodal(x, "a") is not None for x in switches) <= 2
+    two = np.r_[np.full(15, 0.080), np.full(15, 0.120)] + np.round(rng.normal(0, 0.001, 30) / 0.004) * 0.004
+    assert bimodal(two, "a") is not None  # clusters ten steps apart still show
