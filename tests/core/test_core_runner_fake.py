@@ -287,3 +287,50 @@ def test_external_side_detection_must_match_exactly_one(db):
     with pytest.raises(UsageError, match=r"several sides \(old, new\).*--side NAME"):
         runner.run()
     assert store.experiments() == []
+
+
+class _FlakyTool:
+    """A backend whose tool loses every third run's readings, as perf stat 6.1 loses a short workload's status."""
+
+    name = "time"
+    wraps_workload = False
+
+    def __init__(self):
+        self.calls = 0
+
+    def groups(self):
+        return ((),)
+
+    def wrap(self, argv, scratch, group):
+        return list(argv)
+
+    def collect(self, scratch, group, status):
+        from perfab.run.backends import Measurement
+
+        self.calls += 1
+        if self.calls % 3 == 0:
+            return Measurement({}, failure="the tool lost the workload's exit status", transient=True)
+        return Measurement({})
+
+    def metric_info(self):
+        return {}
+
+
+def test_a_run_lost_by_the_measuring_tool_runs_again_and_both_attempts_are_kept(db):
+    from perfab.run.runner import Runner
+    from perfab.spec import parse_spec
+    from perfab.store import Store
+
+    from core_helpers import FIXED_ENV
+    from perfab.run.executor import FakeExecutor
+
+    store = Store(db)
+    tool = _FlakyTool()
+    result = Runner(parse_spec(two_sides(runs=6, warmup=0)), store, tool, FakeExecutor(), dict(FIXED_ENV)).run()
+    assert result.status == "finished" and result.runs_failed == 0
+    counted = store.run_rows("t")
+    every = store.run_rows("t", all_attempts=True)
+    assert len(counted) == 12 and all(r["status"] == "ok" for r in counted)
+    lost = [r for r in every if r["status"] == "failed"]
+    assert len(lost) == tool.calls - 12 >= 3 and all("lost the workload's exit status" in r["reason"] for r in lost)
+    store.close()

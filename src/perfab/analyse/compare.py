@@ -32,96 +32,18 @@ import json
 import math
 import tomllib
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 
 from perfab.analyse.checks import adjust, bimodal, drift, too_few_runs
+from perfab.analyse.model import Analysis, Row, WorkloadInfo  # noqa: F401 (re-exported)
 from perfab.analyse.methods import ABSOLUTE, Estimate, get_method, min_detectable_effect, relative_cv
 from perfab.analyse.names import LABELS, RUSAGE_LABELS
 from perfab.analyse.summary import Summary, summarize
 from perfab.errors import UsageError
 from perfab.spec import Experiment, MetricSpec, parse_spec
 from perfab.store import Dataset, MetricMeta, Params, Session, Store
-
-
-@dataclass(frozen=True)
-class Row:
-    """One metric of one workload (at one sweep point), one variant against the baseline."""
-
-    workload: str  # workload name
-    metric: str  # metric name as stored
-    label: str  # row label
-    variant: str  # the experiment side
-    unit: str | None  # unit of the values
-    higher_is_better: bool | None  # direction; None: no good side
-    primary: bool  # gates --fail-on-regression
-    margin: float  # equivalence margin, as a fraction
-    estimate: Estimate | None  # None for check rows and rows without samples
-    q: float | None  # p-value adjusted across the report's rows
-    verdict: str  # ** | flat | ns | valid | INVALID | -
-    n_base: int  # baseline runs used
-    n_exp: int  # experiment runs used
-    cv_base: float | None  # robust per-run noise of the baseline, fraction
-    cv_exp: float | None  # same for the experiment side
-    mde: float | None  # minimum detectable effect at this n and noise, fraction
-    base_values: tuple[float, ...]  # the raw samples, in run order
-    exp_values: tuple[float, ...]  # the raw samples, in run order
-    warnings: tuple[str, ...] = ()  # diagnostics for this row
-    params: Params = ()  # the sweep point, () outside sweeps
-    source: str = "backend"  # where the metric came from: rusage | backend | parser | service | machine
-    base_order: tuple[int, ...] = ()  # position in time of each baseline sample (session, plan position)
-    exp_order: tuple[int, ...] = ()  # same for the experiment side
-
-    @property
-    def regressed(self) -> bool:
-        """A real change in the bad direction."""
-        if self.verdict != "**" or self.higher_is_better is None or self.estimate is None:
-            return False
-        change = self.estimate.delta if self.estimate.delta is not None else self.estimate.shift
-        return change is not None and (change < 0) == self.higher_is_better
-
-
-@dataclass(frozen=True)
-class WorkloadInfo:
-    """What ran, for the report's headings."""
-
-    name: str  # workload name
-    command: str  # the command line as written in the spec
-    failed: dict[str, list[str]]  # variant -> reasons of failed measured runs
-    excluded: dict[str, int]  # "metric: reason" -> number of runs excluded
-    hidden: tuple[str, ...] = ()  # parser metrics without a direction, left out of the table
-    simulated: tuple[str, ...] = ()  # the workload's own time and rate figures, meaningless under valgrind
-    params: tuple[str, ...] = ()  # names of the sweep parameters, () outside sweeps
-
-
-@dataclass(frozen=True)
-class Analysis:
-    """Everything a report needs."""
-
-    experiment: str  # experiment name
-    baseline: str  # baseline variant
-    variants: tuple[str, ...]  # experiment variants, in spec order
-    rows: tuple[Row, ...]  # all comparisons
-    workloads: tuple[WorkloadInfo, ...]  # per workload facts
-    alpha: float  # significance level applied to adjusted p-values
-    confidence: float  # level of the intervals
-    fdr: str  # bh | holm
-    runs_per_side: dict[str, int]  # measured runs per variant (all workloads)
-    order: str  # how runs were ordered
-    backend: str  # how runs were measured
-    groups: tuple[tuple[str, ...], ...]  # counter groups
-    environment: dict[str, str]  # the baseline's environment snapshot
-    env_differences: tuple[tuple[str, str, str, str], ...]  # (variant, key, baseline value, variant value)
-    sessions: int  # sessions stored
-    warnings: tuple[str, ...] = ()  # experiment-level warnings
-    notes: tuple[str, ...] = ()  # backend notes (e.g. what a simulated cache cannot tell)
-    spec: Experiment | None = None  # the newest session's spec
-    profiles: dict = field(default_factory=dict)  # (workload, variant) -> perfab.profile.ProfileRows
-    sources: dict = field(default_factory=dict)  # variant -> {"commit": ..., "build": ...} of the newest session
-    summaries: tuple[Summary, ...] = ()  # each side's median and interval per point (sweeps, single sides)
-    decision: object = None  # runs = "auto": perfab.analyse.sequential.Decision at the newest look
-    stop_reason: str | None = None  # runs = "auto": why the newest session stopped
 
 
 def analyse(store: Store, name: str | None = None, alpha: float | None = None, confidence: float | None = None,

@@ -65,10 +65,11 @@ def record(ex: Execution, started: float, measurement, parse, backend: Backend, 
                           "figure is kept",)
     if reason is None:
         reason = _non_finite(metrics, profile)
+    transient = bool(reason) and measurement is not None and measurement.transient and reason == measurement.failure
     return RunRecord("failed" if reason else "ok", clean(reason) if reason else None, started, ex.wall_s, ex.user_s,
                      ex.sys_s, ex.max_rss_kb, ex.nvcsw, ex.nivcsw, ex.exit_code, ex.signal, ex.timed_out, ex.stdout,
                      ex.stderr, ex.stdout_bytes, ex.stderr_bytes, metrics if reason is None else {}, excluded, notes,
-                     meta, sources, profile if reason is None else {})
+                     meta, sources, profile if reason is None else {}, transient)
 
 
 def _add(metrics: dict, sources: dict, values: dict, source: str) -> None:

@@ -13,7 +13,10 @@ wraps the command (the side's ``wrap`` prefix, then the backend's),
 executes it, asks the backend for its readings, parses the workload's own
 output, and commits the run (``perfab.run.readings``).  A failed run is
 stored with its reason, never dropped; when more runs fail than the
-policy allows, the session is aborted (stored runs stay).
+policy allows, the session is aborted (stored runs stay).  A run that
+failed by a race of the measuring tool itself (perf stat 6.1 losing a
+short workload's exit status) is stored and run again at once, up to
+twice: the newest attempt counts.
 
 Signals: the first SIGINT lets the run in flight finish, stores it and
 stops; a second one abandons the run in flight.  SIGTERM and SIGHUP stop at
@@ -37,9 +40,9 @@ from pathlib import Path
 from typing import Callable
 
 from perfab.errors import PerfabError, UsageError
-from perfab.machine.interrupts import read_interrupts
 from perfab.plan import PlannedRun, block_of, blocks_for, first_blocks, make_plan
 from perfab.run.backends import Backend
+from perfab.run.around import Around
 from perfab.run.build import build_all, resolve
 from perfab.run.context import SideContext
 from perfab.run.executor import Executor
@@ -63,6 +66,7 @@ class SessionResult:
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+TRANSIENT_RETRIES = 2  # a run failed by a race of the measuring tool (perf stat losing the status) runs again
 
 
 class _Signals:
@@ -248,6 +252,12 @@ class Runner:
                     context.append(ctx)
                 self.progress(i, total, f"{workload.name} {variant.name}")
                 rec = self._one(planned, workload, variant, parse, scratch_root, context[0])
+                for _ in range(TRANSIENT_RETRIES):
+                    if not rec.transient or signals.count:
+                        break
+                    self.store.record_run(session, planned, rec)  # kept as an attempt; the re-run supersedes it
+                    self.say(f"run {planned.seq} ({workload.name}, {variant.name}): {rec.reason}; run again")
+                    rec = self._one(planned, workload, variant, parse, scratch_root, context[0])
                 if signals.count >= 2:
                     rec = interrupted(rec, f"abandoned at {signals.name}")
                 self.store.record_run(session, planned, rec)
@@ -284,7 +294,7 @@ class Runner:
         started = time.time()
         if (problem := ctx.service_problem()) is not None:
             return _not_run(started, problem)
-        around = _Around(self.exp, ctx, self._service_counter(ctx, group, scratch))
+        around = Around(self.exp, ctx, self._service_counter(ctx, group, scratch))
         if (problem := around.start()) is not None:
             return _not_run(started, problem)
         try:
@@ -378,82 +388,8 @@ def _shared_cwd(workload: Workload, own: dict[str, str]) -> str | None:
         return None
 
 
-class _Around:
-    """What is read around one run besides the workload: the service's usage and counters, interrupt counts."""
-
-    def __init__(self, exp: Experiment, ctx: SideContext, counter):
-        self.ctx, self.counter, self.rows = ctx, counter, exp.measure.interrupts
-        self.usage = ctx.service_usage()
-        self.irq = read_interrupts(self.rows) if self.rows else None
-        self.served = None
-
-    def start(self) -> str | None:
-        return self.counter.start() if self.counter is not None else None
-
-    def stop_counting(self) -> None:
-        if self.counter is not None and self.served is None:
-            self.served = self.counter.stop()
-
-    def finish(self, rec: RunRecord, backend) -> RunRecord:
-        if self.served is not None:
-            rec = _with_service_counters(rec, self.served, backend)
-        if self.rows:
-            rec = _with_interrupts(rec, self.irq, read_interrupts(self.rows), self.rows)
-        return _with_service(rec, self.ctx, self.usage, self.ctx.workload)
-
-
 def _not_run(started: float, reason: str) -> RunRecord:
     return RunRecord("failed", reason, started, None, None, None, None, None, None, None, None, False, b"", b"", 0, 0)
-
-
-def _with_service(rec: RunRecord, ctx: SideContext, before, workload: Workload) -> RunRecord:
-    """The service's CPU time over the run (and per request), or the run failed if the service died in it."""
-    if ctx.service is None:
-        return rec
-    from dataclasses import replace
-
-    from perfab.analyse.names import SERVICE, service_metrics
-
-    problem = ctx.service_problem()
-    if problem is not None and rec.status != "interrupted":
-        reason = problem if rec.status == "ok" else f"{problem}; the run: {rec.reason}"
-        return replace(rec, status="failed", reason=reason, metrics={}, profile={})
-    after = ctx.service_usage()
-    if rec.status != "ok" or before is None or after is None:
-        return rec
-    got = service_metrics(before, after, rec.metrics.get(workload.service.requests_metric or ""))
-    metrics = {**rec.metrics, **got}
-    meta = {**rec.meta, **{m: SERVICE[m][:2] + (SERVICE[m][3],) for m in got}}
-    sources = {**rec.sources, **{m: "service" for m in got}}
-    return replace(rec, metrics=metrics, meta=meta, sources=sources)
-
-
-def _with_service_counters(rec: RunRecord, served, backend) -> RunRecord:
-    """The server's counters over the run (``service.<event>``), judged like the client's."""
-    from dataclasses import replace
-
-    if rec.status != "ok":
-        return rec
-    metrics, excluded = served
-    info = backend.metric_info()
-    meta = {m: (i.unit, i.higher_is_better, i.exact) for m, i in
-            ((m, info.get(m.removeprefix("service."))) for m in (*metrics, *excluded)) if i is not None}
-    return replace(rec, metrics={**rec.metrics, **metrics}, excluded={**rec.excluded, **excluded},
-                   meta={**rec.meta, **meta}, sources={**rec.sources, **{m: "service" for m in (*metrics, *excluded)}})
-
-
-def _with_interrupts(rec: RunRecord, before, after, rows) -> RunRecord:
-    """The machine's interrupt counts over the run (``perfab.machine.interrupts``)."""
-    from dataclasses import replace
-
-    from perfab.machine.interrupts import COSTS, interrupt_deltas
-
-    if rec.status != "ok":
-        return rec
-    got, excluded = interrupt_deltas(before, after, rows)
-    meta = {f"interrupts.{r}": ("count", False if r in COSTS else None, False) for r in rows}
-    return replace(rec, metrics={**rec.metrics, **got}, excluded={**rec.excluded, **excluded},
-                   meta={**rec.meta, **meta}, sources={**rec.sources, **{m: "machine" for m in meta}})
 
 
 def _recorder(exp: Experiment):

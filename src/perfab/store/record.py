@@ -31,3 +31,4 @@ class RunRecord:
     meta: dict[str, tuple[str | None, bool | None, bool]] = field(default_factory=dict)  # metric -> (unit, higher_is_better, exact)
     sources: dict[str, str] = field(default_factory=dict)  # metric -> rusage | backend | parser | service | machine
     profile: dict[str, float] = field(default_factory=dict)  # profile key -> self share, percent of samples
+    transient: bool = False  # failed by a race of the measuring tool: the runner runs it again (not stored)

@@ -30,6 +30,7 @@ class Measurement:
     failure: str | None = None  # set when the backend itself failed: the run counts as failed
     rusage: dict[str, float] = field(default_factory=dict)  # the workload's own user_s/sys_s, read by a wrapper
     profile: dict[str, float] = field(default_factory=dict)  # profile key -> self share, percent of samples
+    transient: bool = False  # the failure is a race of the measuring tool, not the workload's: run it again
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,9 @@ def _measurement(rows: dict[str, PerfRow], group: tuple[str, ...], stderr: str) 
         else:
             metrics[event] = float(row.value)  # type: ignore[arg-type]
     metrics.update(derived_metrics(metrics))
-    return Measurement(metrics, excluded, tuple(notes), _hidden_failure(stderr, lost), _workload_rusage(rows, lost))
+    failure = _hidden_failure(stderr, lost)
+    return Measurement(metrics, excluded, tuple(notes), failure, _workload_rusage(rows, lost),
+                       transient=lost and failure is not None and _killed_by(stderr) is None)
 
 
 def _workload_rusage(rows: dict[str, PerfRow], lost: bool) -> dict[str, float]:

@@ -1,0 +1,81 @@
+"""What is read around one run besides the workload itself.
+
+The service's usage (CPU time, system calls) and its perf counters, and the
+machine's interrupt counts, are read before and after the run and added to
+its record as samples of their own source (``service``, ``machine``).  A
+service that died during the run fails the run with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from perfab.analyse.names import SERVICE, service_metrics
+from perfab.machine.interrupts import COSTS, interrupt_deltas, read_interrupts
+from perfab.run.context import SideContext
+from perfab.spec import Experiment, Workload
+from perfab.store import RunRecord
+
+
+class Around:
+    """What is read around one run besides the workload: the service's usage and counters, interrupt counts."""
+
+    def __init__(self, exp: Experiment, ctx: SideContext, counter):
+        self.ctx, self.counter, self.rows = ctx, counter, exp.measure.interrupts
+        self.usage = ctx.service_usage()
+        self.irq = read_interrupts(self.rows) if self.rows else None
+        self.served = None
+
+    def start(self) -> str | None:
+        return self.counter.start() if self.counter is not None else None
+
+    def stop_counting(self) -> None:
+        if self.counter is not None and self.served is None:
+            self.served = self.counter.stop()
+
+    def finish(self, rec: RunRecord, backend) -> RunRecord:
+        if self.served is not None:
+            rec = _with_service_counters(rec, self.served, backend)
+        if self.rows:
+            rec = _with_interrupts(rec, self.irq, read_interrupts(self.rows), self.rows)
+        return _with_service(rec, self.ctx, self.usage, self.ctx.workload)
+
+
+def _with_service(rec: RunRecord, ctx: SideContext, before, workload: Workload) -> RunRecord:
+    """The service's CPU time over the run (and per request), or the run failed if the service died in it."""
+    if ctx.service is None:
+        return rec
+    problem = ctx.service_problem()
+    if problem is not None and rec.status != "interrupted":
+        reason = problem if rec.status == "ok" else f"{problem}; the run: {rec.reason}"
+        return replace(rec, status="failed", reason=reason, metrics={}, profile={})
+    after = ctx.service_usage()
+    if rec.status != "ok" or before is None or after is None:
+        return rec
+    got = service_metrics(before, after, rec.metrics.get(workload.service.requests_metric or ""))
+    metrics = {**rec.metrics, **got}
+    meta = {**rec.meta, **{m: SERVICE[m][:2] + (SERVICE[m][3],) for m in got}}
+    sources = {**rec.sources, **{m: "service" for m in got}}
+    return replace(rec, metrics=metrics, meta=meta, sources=sources)
+
+
+def _with_service_counters(rec: RunRecord, served, backend) -> RunRecord:
+    """The server's counters over the run (``service.<event>``), judged like the client's."""
+    if rec.status != "ok":
+        return rec
+    metrics, excluded = served
+    info = backend.metric_info()
+    meta = {m: (i.unit, i.higher_is_better, i.exact) for m, i in
+            ((m, info.get(m.removeprefix("service."))) for m in (*metrics, *excluded)) if i is not None}
+    return replace(rec, metrics={**rec.metrics, **metrics}, excluded={**rec.excluded, **excluded},
+                   meta={**rec.meta, **meta}, sources={**rec.sources, **{m: "service" for m in (*metrics, *excluded)}})
+
+
+def _with_interrupts(rec: RunRecord, before, after, rows) -> RunRecord:
+    """The machine's interrupt counts over the run (``perfab.machine.interrupts``)."""
+    if rec.status != "ok":
+        return rec
+    got, excluded = interrupt_deltas(before, after, rows)
+    meta = {f"interrupts.{r}": ("count", False if r in COSTS else None, False) for r in rows}
+    return replace(rec, metrics={**rec.metrics, **got}, excluded={**rec.excluded, **excluded},
+                   meta={**rec.meta, **meta}, sources={**rec.sources, **{m: "machine" for m in meta}})
