@@ -77,7 +77,7 @@ def _counted(a: Analysis) -> str:
         groups = " | ".join(",".join(g) for g in a.groups)
         return f"perf stat, one group per run: {groups}"
     if a.backend == "cachegrind":
-        return "valgrind cachegrind (simulated caches, user space only), rusage"
+        return "valgrind cachegrind (simulated caches, user space only)"
     return "wall/user/sys time, max RSS, context switches (wait4 rusage)"
 
 
