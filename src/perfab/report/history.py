@@ -16,6 +16,7 @@ import math
 import time
 
 from perfab.analyse.history import Change, History, Point, Series
+from perfab.report.numbers import fmt_number
 from perfab.report.text import WIDTH, _clip, _wrap
 
 _MACHINE_KEYS_SHOWN = 4  # settings listed under a change point; JSON has all
@@ -57,7 +58,7 @@ def _table(s: Series) -> list[str]:
     """With commits: date, commit, subject; without: date and time, session."""
     integral = all(float(p.median).is_integer() and _whole(p.lo) and _whole(p.hi) for p in s.points)
     git = any(p.commit for p in s.points)
-    cells = [(_when(p, git), _commit(p), p.subject or "", _number(p.median, integral), _interval(p, integral),
+    cells = [(_when(p, git), _commit(p), p.subject or "", fmt_number(p.median, integral), _interval(p, integral),
               str(p.n)) for p in s.points]
     head = ("Date", "Commit" if git else "Session", "Subject", "Median", "Interval", "n")
     wd, wc = (10, 12) if git else (16, max(len(c[1]) for c in [*cells, head]))
@@ -82,8 +83,8 @@ def _table(s: Series) -> list[str]:
 def _change_lines(s: Series, c: Change, integral: bool) -> list[str]:
     change = "no ratio (mean 0 before)" if c.change is None else f"{100 * c.change:+.2f}%"
     judged = _judged(s, c)
-    text = (f">> change point: {change}{judged} (mean {_number(c.before, integral)} -> "
-            f"{_number(c.after, integral)}), p {_p(c.p)}")
+    text = (f">> change point: {change}{judged} (mean {fmt_number(c.before, integral)} -> "
+            f"{fmt_number(c.after, integral)}), p {_p(c.p)}")
     lines = _wrap(text, "   ")
     if c.machine:
         shown = ", ".join(f"{k} {a} -> {b}" for k, a, b in c.machine[:_MACHINE_KEYS_SHOWN])
@@ -151,24 +152,11 @@ def _commit(p: Point) -> str:
 def _interval(p: Point, integral: bool) -> str:
     if not (math.isfinite(p.lo) and math.isfinite(p.hi)):
         return "-"
-    return f"{_number(p.lo, integral)}..{_number(p.hi, integral)}"
+    return f"{fmt_number(p.lo, integral)}..{fmt_number(p.hi, integral)}"
 
 
 def _whole(x: float) -> bool:
     return not math.isfinite(x) or float(x).is_integer()
-
-
-def _number(value: float, integral: bool) -> str:
-    """Thousands separators for counts and large values, about five significant digits otherwise."""
-    mag = abs(value)
-    if mag >= 1e10:
-        return f"{value / 1e9:,.2f}G"
-    if integral or mag >= 1e5:
-        return f"{value:,.0f}"
-    if mag == 0:
-        return "0"
-    decimals = max(0, min(4, 4 - int(math.floor(math.log10(mag)))))
-    return f"{value:,.{decimals}f}"
 
 
 def _p(p: float) -> str:

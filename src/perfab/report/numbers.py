@@ -15,6 +15,11 @@ def fmt_value(row: Row, value: float | None) -> str:
         return "-"
     values = row.base_values + row.exp_values
     integral = all(float(v).is_integer() for v in values) if values else float(value).is_integer()
+    return fmt_number(value, integral)
+
+
+def fmt_number(value: float, integral: bool) -> str:
+    """Thousands separators for counts and large values, G beyond 1e10, about five significant digits otherwise."""
     mag = abs(value)
     if mag >= 1e10:
         return f"{value / 1e9:,.2f}G"
