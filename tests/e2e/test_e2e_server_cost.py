@@ -98,7 +98,10 @@ def test_access_log_costs_the_server_a_write_and_cpu_per_request(tmp_path, capsy
     cpu = rows["service_cpu_us_per_req"]
     assert cpu["higher_is_better"] is False and cpu["n_base"] == cpu["n_exp"] == 12
     noise = max(cpu["cv_base"], cpu["cv_exp"])
-    if cpu["verdict"] != "**" and noise > 0.03:
-        pytest.skip(f"server CPU per request too noisy on this machine now (robust CV {100 * noise:.1f}% > 3%): "
-                    f"delta {100 * cpu['delta']:+.1f}% {cpu['verdict']}")
+    mde = cpu["mde"] if cpu["mde"] is not None else 1.0
+    # The log costs about 8% of the server's CPU per request on an idle machine; a run that
+    # could not have detected 4% (noise from other load, clock-tick accounting) says nothing.
+    if cpu["verdict"] != "**" and (noise > 0.03 or mde > 0.04):
+        pytest.skip(f"server CPU per request too noisy on this machine now (robust CV {100 * noise:.1f}%, "
+                    f"detectable {100 * mde:.1f}%): delta {100 * cpu['delta']:+.1f}% {cpu['verdict']}")
     assert cpu["verdict"] == "**" and cpu["delta"] > 0, cpu
