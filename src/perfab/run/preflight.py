@@ -25,8 +25,16 @@ def preflight(exp: Experiment, sides: list[str] | None, env_of, programs: bool =
     ``sources`` maps a side built from source to its ``perfab.run.build.Source`` ({src}, {build}); with
     ``programs`` False only placeholders are checked (before builds make the programs).
     """
+    if programs and exp.pin is not None:
+        pinned_cpus(exp.pin, exp.path)
+    try:
+        _preflight(exp, sides, env_of, programs, sources or {})
+    except UsageError as e:
+        raise UsageError(f"{exp.path}: {e}") from None
+
+
+def _preflight(exp: Experiment, sides: list[str] | None, env_of, programs: bool, sources: dict) -> None:
     chosen = [v for v in exp.variants if sides is None or v.name in sides]
-    sources = sources or {}
     for workload in exp.workloads:
         own = workload_placeholders(exp, workload)
         for command in (*workload.setup, *workload.teardown):
@@ -63,6 +71,30 @@ def _cell(exp: Experiment, workload: Workload, variant: Variant, point, env: dic
         check_program(wrap[0], env, here, f"{where}: wrap[0]")
     if svc_argv:
         check_program(svc_argv[0], env, svc_cwd or os.getcwd(), f"{where}: service argv[0]")
+
+
+def pinned_cpus(pin: str, spec_path: str) -> set[int]:
+    """The CPUs of a pin list; each must be one this process may run on, else every run would fail."""
+    cpus: set[int] = set()
+    for part in pin.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    allowed = os.sched_getaffinity(0)
+    missing = sorted(cpus - allowed)
+    if missing:
+        raise UsageError(f"{spec_path}: experiment.pin: CPU {missing[0]} in {pin!r} is not available here (this "
+                         f"machine offers {_ranges(sorted(allowed))}); pin to those CPUs")
+    return cpus
+
+
+def _ranges(cpus: list[int]) -> str:
+    out, start = [], None
+    for i, c in enumerate(cpus):
+        start = c if start is None else start
+        if i + 1 == len(cpus) or cpus[i + 1] != c + 1:
+            out.append(f"{start}-{c}" if c != start else str(c))
+            start = None
+    return ",".join(out)
 
 
 def check_program(program: str, env: dict[str, str], cwd: str, where: str) -> None:

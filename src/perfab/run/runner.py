@@ -46,7 +46,7 @@ from perfab.run.around import Around
 from perfab.run.build import build_all, resolve
 from perfab.run.context import SideContext
 from perfab.run.executor import Executor
-from perfab.run.preflight import preflight
+from perfab.run.preflight import pinned_cpus, preflight
 from perfab.run.readings import interrupted, record
 from perfab.run.services import run_shell
 from perfab.run.trampoline import read_rusage, rusage_shim
@@ -107,7 +107,7 @@ class Runner:
         self.say = say
         self.groups = backend.groups()
         self._envs: dict[str, dict[str, str]] = {}
-        self._cpus = _cpus(exp.pin)
+        self._cpus = None if exp.pin is None else pinned_cpus(exp.pin, exp.path)
         self.recorder = _recorder(exp)
         self.sources: dict = {}  # side -> perfab.run.build.Source, for sides built from source
 
@@ -430,20 +430,6 @@ def _by_workload(todo: list[PlannedRun]):
         group.append(p)
     if group:
         yield group[0].workload, group
-
-
-def _cpus(pin: str | None) -> set[int] | None:
-    if pin is None:
-        return None
-    cpus: set[int] = set()
-    for part in pin.split(","):
-        lo, _, hi = part.partition("-")
-        cpus.update(range(int(lo), int(hi or lo) + 1))
-    available = os.sched_getaffinity(0)
-    if not cpus <= available:
-        raise UsageError(f"experiment.pin = {pin!r} names CPUs this machine does not offer "
-                         f"(available: {sorted(available)}); pick from those")
-    return cpus
 
 
 def _detects(variant: Variant) -> bool:

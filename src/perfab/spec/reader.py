@@ -9,6 +9,7 @@ import tomllib
 from typing import Any
 
 from perfab.errors import SpecError, UsageError
+from perfab.run.backends.cache_geometry import parse_level
 from perfab.spec import Experiment, Measure, MetricSpec, Sequential, Service, Variant, Workload
 from perfab.spec.schema import (BACKENDS, DIRECTIONS, FDR_METHODS, MAX_PLAN, MAX_RUNS, MAX_SWEEP_POINTS,
                                 MAX_WARMUP, METHODS, ORDERS, TOP_LEVEL, allowed, required)
@@ -254,9 +255,10 @@ class _Reader:
                 raise self.fail(f"{w}.detect_pattern", "missing", "add the regex that detect's output must match")
             variables = self.str_map(t, w, "vars")
             for name in variables:
-                if not _IDENT.fullmatch(name):
+                if not _IDENT.fullmatch(name) or name in _RESERVED_PARAMS:
                     raise self.fail(f"{w}.vars.{name}", "is not a usable placeholder name",
-                                    "use letters, digits and '_', starting with a letter")
+                                    "use letters, digits and '_', starting with a letter "
+                                    f"(not {', '.join(sorted(_RESERVED_PARAMS))})")
             git = self.get(t, w, "git", str)
             if git is not None and (not git.strip() or git.startswith("-")):
                 raise self.fail(f"{w}.git", f"{git!r} is not a git ref", 'name a branch, tag or commit, e.g. "v6.1"')
@@ -420,6 +422,13 @@ class _Reader:
             if key in t and backend != "cachegrind":
                 raise self.fail(f"measure.{key}", f"is read by the cachegrind backend, not {backend!r}",
                                 f'set backend = "cachegrind" or remove {key}')
+        for key in ("l1i", "l1d", "ll"):
+            geometry = self.get(t, w, key, str)
+            if geometry is not None:
+                try:
+                    parse_level(key, geometry)
+                except UsageError as e:
+                    raise SpecError(f"{self.path}: measure.{key}: {e}") from None
         return Measure(backend, counters, self.number(t, w, "max_events_per_run", None, int, 1, 64),
                        self.get(t, w, "l1i", str), self.get(t, w, "l1d", str), self.get(t, w, "ll", str),
                        self.get(t, w, "callgrind_toggle", str), self.get(t, w, "profile", bool, False),
