@@ -43,6 +43,8 @@ class Store:
     ``machine`` names the machine this store acts for (default: the host name)."""
 
     def __init__(self, path: str | Path, create: bool = True, readonly: bool = False, machine: str | None = None):
+        if not str(path).strip():
+            raise UsageError("--db is empty; pass the path of a results file (default .perfab/results.db)")
         self.path = Path(path)
         self.readonly = readonly
         self._meta_seen: dict[tuple[int, str, str], tuple] = {}
@@ -67,11 +69,12 @@ class Store:
         except (UnicodeDecodeError, ValueError, OverflowError) as e:
             raise StoreError(f"{self.path}: not a usable perfab database (corrupted: {e.__class__.__name__}); "
                              "pass another --db PATH") from None
+        self.db.guard(self.path)  # from here on, a damaged page met by any query is one StoreError line
 
     # -- opening ------------------------------------------------------------
 
     def _open_writable(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None, factory=_Guarded)
         try:
             self._check_schema(db, allow_empty=True)  # before any pragma writes to the file
             db.execute("PRAGMA journal_mode=WAL")
@@ -87,11 +90,11 @@ class Store:
         base = f"file:{quote(str(self.path.resolve()))}"
         immutable = _wal_mode(self.path) and not Path(f"{self.path}-wal").exists()
         db = sqlite3.connect(f"{base}?{'immutable=1' if immutable else 'mode=ro'}", uri=True, timeout=30,
-                             isolation_level=None)
+                             isolation_level=None, factory=_Guarded)
         try:
             version = self._check_schema(db, allow_empty=False)
             if version < SCHEMA_VERSION:  # migrate a copy in memory, never the file
-                mem = sqlite3.connect(":memory:", isolation_level=None)
+                mem = sqlite3.connect(":memory:", isolation_level=None, factory=_Guarded)
                 db.backup(mem)
                 db.close()
                 db = mem
@@ -395,6 +398,54 @@ def _wal_mode(path: Path) -> bool:
 def _why(e: sqlite3.Error) -> str:
     text = str(e) or e.__class__.__name__
     return text.splitlines()[0][:200]
+
+
+class _Cursor(sqlite3.Cursor):
+    """Rows read lazily: a damaged page can surface at any fetch, not only at execute."""
+
+    path: Path | None = None
+
+    def _run(self, call, *args):
+        try:
+            return call(*args)
+        except sqlite3.Error as e:
+            if self.path is None:
+                raise
+            raise _store_error(self.path, e) from None
+
+    def fetchone(self):
+        return self._run(super().fetchone)
+
+    def fetchall(self):
+        return self._run(super().fetchall)
+
+    def fetchmany(self, size: int = 1):
+        return self._run(super().fetchmany, size)
+
+    def __next__(self):
+        return self._run(super().__next__)
+
+
+class _Guarded(sqlite3.Connection):
+    """A connection whose SQLite errors, once ``guard(path)`` is called, are StoreError lines naming the file."""
+
+    path: Path | None = None
+
+    def guard(self, path: Path) -> None:
+        self.path = path
+
+    def _cursor(self) -> _Cursor:
+        cur = self.cursor(_Cursor)
+        cur.path = self.path
+        return cur
+
+    def execute(self, sql: str, params=()):
+        cur = self._cursor()
+        return cur._run(cur.execute, sql, params)
+
+    def executemany(self, sql: str, rows):
+        cur = self._cursor()
+        return cur._run(cur.executemany, sql, rows)
 
 
 class _Transaction:
