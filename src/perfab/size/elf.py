@@ -151,6 +151,9 @@ def read_elf(path: str | Path) -> ElfFile:
 
 
 def _parse(path: str, data) -> ElfFile:
+    if data[:8] == b"!<arch>\n":
+        raise UsageError(f"{path}: an ar archive (.a), not one ELF file; diff the linked binary, or its members "
+                         "(ar x) one by one")
     if len(data) < 16 or data[:4] != b"\x7fELF":
         raise UsageError(f"{path}: not an ELF file (bad magic); give a binary, shared object or .o file")
     cls, enc = data[4], data[5]
