@@ -184,7 +184,21 @@ def cmd_run(args, stdout, stderr) -> int:
         _write_output(args.html, render(analysis, "html"))
     if not args.no_report:
         stdout.write(render(analysis, args.format, args.absolute))
-    return 0 if result.status == "finished" else 130
+    if result.status != "finished":
+        return 130
+    return _no_comparison(analysis, stderr)
+
+
+def _no_comparison(analysis, stderr) -> int:
+    """1, with one line, when a workload has no row at all: every run of a side failed or was excluded."""
+    from perfab.analyse.model import compared
+
+    empty = [w.name for w in analysis.workloads if not compared(analysis, w.name)]
+    if not empty:
+        return 0
+    print(f"perfab: no comparison for workload {', '.join(map(repr, empty))}: a side has no usable runs to compare "
+          "(the reasons are under the table); fix the workload and run again", file=stderr)
+    return 1
 
 
 def _resume_command(args) -> str:
@@ -223,7 +237,7 @@ def cmd_report(args, stdout, stderr) -> int:
         if bad:
             print(f"perfab: regression beyond noise in primary metric(s): {'; '.join(bad)}", file=stderr)
             return 1
-    return 0
+    return max(_no_comparison(analysis, stderr) for _, analysis in named)
 
 
 def _write_output(path: str, text: str) -> None:

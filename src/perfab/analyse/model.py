@@ -90,3 +90,10 @@ class Analysis:
     summaries: tuple[Summary, ...] = ()  # each side's median and interval per point (sweeps, single sides)
     decision: object = None  # runs = "auto": perfab.analyse.sequential.Decision at the newest look
     stop_reason: str | None = None  # runs = "auto": why the newest session stopped
+
+
+def compared(a: Analysis, workload: str) -> bool:
+    """Whether ``workload`` has anything to show: a row with a verdict, or (one side) a point's values."""
+    if not a.variants:
+        return any(s.workload == workload for s in a.summaries)
+    return any(r.workload == workload and r.verdict != "-" for r in a.rows)

@@ -16,6 +16,7 @@ from collections import Counter
 
 from perfab.analyse.compare import Analysis, Row
 from perfab.analyse.methods import ABSOLUTE
+from perfab.analyse.model import compared
 from perfab.plan import describe_order
 from perfab.report.numbers import centers, fmt_delta, fmt_value, measured_rows, noise_range
 from perfab.report.sweep import sweep_tables
@@ -31,11 +32,13 @@ def render_text(a: Analysis, absolute: bool = False) -> str:
     for info in a.workloads:
         rows = [r for r in a.rows if r.workload == info.name and r.verdict != "-"]
         out += ["", info.name.upper(), "", f"    {_clip(info.command, WIDTH - 4)}", ""]
-        if info.params or not a.variants:
-            out += sweep_tables(a, info, rows)
+        if not compared(a, info.name):
+            out += ["No comparison: a side has no usable runs of this workload (reasons below)."]
+        elif info.params or not a.variants:
+            out += sweep_tables(a, info, rows) + _legend(a, rows)
         else:
-            out += _table(a, rows) if len(a.variants) == 1 else _normalized_table(a, rows, absolute)
-        out += _legend(a, rows)
+            out += (_table(a, rows) if len(a.variants) == 1 else _normalized_table(a, rows, absolute))
+            out += _legend(a, rows)
         out += _problems(info, rows, a.rows)
         out += _profile(a, info.name)
     if a.warnings:

@@ -30,7 +30,7 @@ def preflight(exp: Experiment, sides: list[str] | None, env_of, programs: bool =
     try:
         _preflight(exp, sides, env_of, programs, sources or {})
     except UsageError as e:
-        raise UsageError(f"{exp.path}: {e}") from None
+        raise type(e)(f"{exp.path}: {e}") from None
 
 
 def _preflight(exp: Experiment, sides: list[str] | None, env_of, programs: bool, sources: dict) -> None:
