@@ -24,6 +24,9 @@ from perfab.errors import PerfabError
 
 # A decimal number as tools print it: 12, 0.5, .5, 1e-3, -nan is not one.
 NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+# A whole whitespace-delimited field: a damaged value ("0x1F", "1,5", "nan") is read whole and refused
+# by ``number``, never cut to the digits that happen to lead it.
+FIELD = r"\S+"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from perfab.parsers._base import NUM, Collector, DeclaredMetric as M, ParsedMetric, combined, last_match, need
+from perfab.parsers._base import FIELD, NUM, Collector, DeclaredMetric as M, ParsedMetric, combined, last_match, need
 
 OPTIONS: frozenset[str] = frozenset()
 
@@ -51,8 +51,9 @@ def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
     """Metrics from ab's summary; ParseError without a 'Requests per second' line."""
     text = combined(stdout, stderr)
     out = Collector(TOOL, METRICS)
-    out.add("requests_per_s", need(rf"^Requests per second:\s+({NUM})", text, TOOL, "'Requests per second' line")[1])
-    out.table({rf"^{re.escape(label)}:\s+({NUM})": name for label, name in _FIELDS.items()}, text)
+    headline = need(rf"^Requests per second:[ \t]+({FIELD})", text, TOOL, "'Requests per second' line")
+    out.add("requests_per_s", headline[1])
+    out.table({rf"^{re.escape(label)}:[ \t]+({FIELD})": name for label, name in _FIELDS.items()}, text)
     per_request = re.findall(rf"^Time per request:\s+({NUM}) \[ms\] \(mean(, across .*)?\)", text, re.M)
     for value, across in per_request:
         out.add("time_per_request_all_ms" if across else "time_per_request_ms", value)

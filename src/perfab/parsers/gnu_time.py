@@ -44,7 +44,7 @@ METRICS = (
 # unanchored (a workload's stderr may end without a newline); the look-behind keeps a search
 # from restarting inside every digit of a long number, which made it quadratic
 _DEFAULT = re.compile(
-    rf"(?<![\d.])({NUM})user ({NUM})system ((?:\d+:)?\d+:{NUM})elapsed (\d+|\?)%CPU "
+    rf"(?<![\d.,])({NUM})user ({NUM})system ((?:\d+:)?\d+:{NUM})elapsed (\d+|\?)%CPU "
     r"\((\d+)avgtext\+(\d+)avgdata (\d+)maxresident\)k\n"
     r"(\d+)inputs\+(\d+)outputs \((\d+)major\+(\d+)minor\)pagefaults (\d+)swaps"
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from perfab.parsers._base import NUM, Collector, DeclaredMetric as M, ParseError, ParsedMetric
+from perfab.parsers._base import FIELD, NUM, Collector, DeclaredMetric as M, ParseError, ParsedMetric
 from perfab.parsers._base import combined, last_match, need
 
 OPTIONS: frozenset[str] = frozenset()
@@ -50,7 +50,7 @@ def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
     """Metrics from wrk's report; ParseError without a 'Requests/sec' line."""
     text = combined(stdout, stderr)
     out = Collector(TOOL, METRICS)
-    out.add("requests_per_s", need(rf"^Requests/sec:\s+({NUM})", text, TOOL, "'Requests/sec' line")[1])
+    out.add("requests_per_s", need(rf"^Requests/sec:[ \t]+({FIELD})", text, TOOL, "'Requests/sec' line")[1])
     if transfer := last_match(rf"^Transfer/sec:\s+({NUM})([KMGT]?B)", text):
         out.add("transfer_mb_per_s", transfer[1], scale=_BYTES_MIB[transfer[2]])
     if total := last_match(rf"^[ \t]+(\d+) requests in ({NUM})(\w+), ({NUM})([KMGT]?B) read", text):
