@@ -40,14 +40,18 @@ def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
 
 def _from_csv(out: Collector, text: str) -> None:
     header: list[str] = ["test", "rps"]
-    try:
-        rows = list(csv.reader(line for line in lines(text) if line.startswith('"')))
+    quoted = [line.rstrip() for line in lines(text) if line.startswith('"')]
+    try:  # one row per line: a quote left open never joins the next line's fields
+        rows = [next(csv.reader([line]), []) for line in quoted]
     except csv.Error as err:
         raise ParseError(f"redis-benchmark CSV cannot be read ({err}): check the workload's output") from None
-    for row in rows:
+    for line, row in zip(quoted, rows):
         if row and row[0] == "test":
             header = row
         elif len(row) >= 2 and re.fullmatch(NUM, row[1]):
+            if not line.endswith('"'):  # every field is quoted: the output was cut inside this row's last one
+                raise ParseError(f"redis-benchmark CSV row {line[:40]!r} ends inside a field: the output was cut "
+                                 "short; check the workload's output")
             for column, value in zip(header[1:], row[1:]):
                 _column(out, row[0], column, value)
 

@@ -49,7 +49,7 @@ def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
     out = Collector(TOOL, METRICS)
     if _CSV_HEADER in text:
         _from_csv(out, text)
-        return out.metrics
+        return out.result("runtest.py CSV row after its header (a task count of 1 or more)")
     found = last_match(r"^average:(\d+)\s*$", text)
     if found is None:
         raise missing(TOOL, "'average:' line (was the test run with -s N?)")

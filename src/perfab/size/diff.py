@@ -271,10 +271,19 @@ def _inline_indexes(fo: ElfFile, fn: ElfFile, dwarf: bool):
     except ImportError as err:
         return None, None, None, [f"inline causes unavailable: the DWARF reader could not be loaded ({err}); causes come from symbols alone"]
     warnings = [f"{f.path}: no debug info: inlined/uninlined causes unavailable; build with -g" for f in (fo, fn) if not f.has_debug_info]
-    try:
-        io = inline.read_inline_index(fo.path) if fo.has_debug_info else None
-        ino = inline.read_inline_index(fn.path) if fn.has_debug_info else None
-    except ToolError as err:
-        return None, None, None, [f"inline causes unavailable: {err}"]
+    indexes = []
+    for f in (fo, fn):
+        index = None
+        try:
+            index = inline.read_inline_index(f.path) if f.has_debug_info else None
+        except ToolError as err:
+            return None, None, None, [f"inline causes unavailable: {err}"]
+        except UsageError as err:  # damaged DWARF: the symbol diff does not need it, so that side has none
+            warnings.append(f"inline causes unavailable: {err}")
+        if index is not None and index.warnings:
+            warnings.append(f"{f.path}: {len(index.warnings)} DWARF unit(s) unreadable ({index.warnings[0]}): "
+                            "inline causes come from the other units only")
+        indexes.append(index)
+    io, ino = indexes
     listing = inline.format_inline_changes(inline.compare_inlines(io, ino)) if io is not None and ino is not None else None
     return io, ino, listing, warnings
