@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from perfab.errors import PerfabError
 
 # A decimal number as tools print it: 12, 0.5, .5, 1e-3, -nan is not one.
-NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+# A printed number, whole: never the leading digits of "0x10", "1,5" or "2.5.1" (refused, not cut short).
+NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![xX\d]|[.,]\d)"
 # A whole whitespace-delimited field: a damaged value ("0x1F", "1,5", "nan") is read whole and refused
 # by ``number``, never cut to the digits that happen to lead it.
 FIELD = r"\S+"
