@@ -51,6 +51,10 @@ def record(ex: Execution, started: float, measurement, parse, backend: Backend, 
         info = backend.metric_info()
         meta.update({m: (i.unit, i.higher_is_better, i.exact) for m, i in info.items() if m in measurement.metrics})
         reason = measurement.failure or reason  # the backend knows more than an exit status
+    if reason is None and parse is not None and (ex.stdout_bytes > len(ex.stdout) or ex.stderr_bytes > len(ex.stderr)):
+        cut = max(ex.stdout_bytes, ex.stderr_bytes)
+        reason = (f"output not parsed: it was cut at experiment.stdout_cap ({len(ex.stdout):,} of {cut:,} bytes "
+                  "kept), and a parser reading part of it could read the wrong figure; raise stdout_cap")
     if reason is None and parse is not None:
         try:
             parsed = parse(ex.stdout.decode(errors="replace"), ex.stderr.decode(errors="replace"))
