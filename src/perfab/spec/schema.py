@@ -54,7 +54,7 @@ TABLES: dict[str, tuple[Key, ...]] = {
         _k("pin", "string or integer", "none", 'CPUs the workload runs on, e.g. "1" or "0-1,3" (sched_setaffinity).'),
         _k("max_failures", "integer", "a quarter of the plan, at least 3",
            "Abort the session when more measured runs than this fail."),
-        _k("stdout_cap", "integer", "65536", "Bytes of each run's stdout and stderr kept verbatim."),
+        _k("stdout_cap", "integer", "65536", "Bytes of each run's stdout and stderr kept verbatim; a parsed output longer than this fails the run (raise it)."),
         _k("alpha", "float", "0.05", "False discovery rate (or family-wise error with holm) for `**`."),
         _k("confidence", "float", "0.95", "Confidence level of the reported intervals."),
         _k("fdr", "string", '"bh"', "Multiplicity control across a report's rows: bh (Benjamini-Hochberg) or holm."),
