@@ -247,7 +247,8 @@ def _sig(r: Row | None) -> str:
 
 
 def _short(label: str) -> str:
-    return label.split(" (")[0]
+    """A label as the notes under a table name it: without its unit, and no longer than a line's half."""
+    return _clip(label.split(" (")[0], 40)
 
 
 def _clip(text: str, width: int) -> str:
