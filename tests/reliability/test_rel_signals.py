@@ -42,6 +42,15 @@ def wait_for_runs(db: Path, n: int, proc: subprocess.Popen, limit: float = 60) -
     raise AssertionError(f"fewer than {n} runs stored in {limit} s")
 
 
+def interrupted(spec: Path, db: Path) -> Path:
+    """``db`` holding a session of ``spec`` stopped by SIGINT after two runs."""
+    proc = start(spec, db)
+    wait_for_runs(db, 2, proc)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    return db
+
+
 @pytest.fixture
 def slow_spec(tmp_path) -> Path:
     return write(tmp_path / "slow.toml", two_sides(workload='argv = ["sleep", "0.3"]', runs=6, name="slow"))
@@ -84,13 +93,9 @@ def test_resume_with_nothing_to_resume(tmp_path):
 
 def test_a_second_runner_is_refused_while_the_first_runs(tmp_path, slow_spec):
     """Two `perfab run --resume` on one session: the second is refused naming the first's pid; the first goes on."""
-    db = tmp_path / "r.db"
-    first = start(slow_spec, db)
+    db = interrupted(slow_spec, tmp_path / "r.db")
+    resumer = start(slow_spec, db, "--resume")
     try:
-        wait_for_runs(db, 2, first)
-        first.send_signal(signal.SIGINT)
-        first.communicate(timeout=60)
-        resumer = start(slow_spec, db, "--resume")
         wait_for_runs(db, len(runs_of(db)) + 1, resumer)
         out = cli("run", slow_spec, "--db", db, "--resume", "--no-report")
         assert out.code != 0 and "Traceback" not in out.err
@@ -98,20 +103,15 @@ def test_a_second_runner_is_refused_while_the_first_runs(tmp_path, slow_spec):
         _, err = resumer.communicate(timeout=120)
         assert resumer.returncode == 0, err.decode()
     finally:
-        for p in (first,):
-            if p.poll() is None:
-                p.kill()
+        if resumer.poll() is None:
+            resumer.kill()
     seqs = [r[0] for r in runs_of(db) if r[3] == "ok"]
     assert len(seqs) == len(set(seqs))  # no planned run was measured twice
 
 
 def test_new_session_beside_an_unfinished_one(tmp_path, slow_spec):
     """--new-session while a session is unfinished: a second session runs; the first keeps its runs."""
-    db = tmp_path / "r.db"
-    proc = start(slow_spec, db)
-    wait_for_runs(db, 2, proc)
-    proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=60)
+    db = interrupted(slow_spec, tmp_path / "r.db")
     before = stored_rows(db)
     fast = write(tmp_path / "slow2.toml", two_sides(workload='argv = ["true"]', runs=2, name="slow"))
     out = cli("run", fast, "--db", db, "--new-session", "--no-report")
@@ -122,11 +122,7 @@ def test_new_session_beside_an_unfinished_one(tmp_path, slow_spec):
 
 def test_run_without_resume_while_a_session_is_unfinished(tmp_path, slow_spec):
     """A plain `run` when the last session was interrupted: refused in one line offering --resume or --new-session."""
-    db = tmp_path / "r.db"
-    proc = start(slow_spec, db)
-    wait_for_runs(db, 2, proc)
-    proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=60)
+    db = interrupted(slow_spec, tmp_path / "r.db")
     before = stored_rows(db)
     out = cli("run", slow_spec, "--db", db, "--no-report")
     out.one_line_error(2, r"--resume.*--new-session|--new-session.*--resume")
