@@ -46,7 +46,7 @@ DAMAGE = {"nan": "nan", "1e400": "1e400", "inf": "inf", "minus-inf": "-inf", "em
           "decimal-comma": "1,5"}
 # Parsers whose line pattern no longer matches a damaged line leave that line's metrics out (the run's
 # other metrics stand); every other parser refuses the output.
-DROPS_THE_LINE = {"db_bench", "perf-bench", "redis-benchmark", "stress-ng"}
+DROPS_THE_LINE = {"perf-bench", "redis-benchmark", "stress-ng"}
 
 
 def recorded(parser: str) -> tuple[str, str]:
@@ -309,3 +309,12 @@ def test_perf_stat_reader(read, text, outcome):
     got = read(text)
     assert [(r.event, r.value, r.status, r.run_time_ns) for r in got.rows] == outcome[0]
     assert got.messages == outcome[1]
+
+
+def test_a_damaged_db_bench_line_never_lends_its_percentiles_to_the_one_before():
+    """readrandom's result line damaged: refused, rather than its percentiles filed under fillrandom."""
+    out, err = recorded("db_bench")
+    bad = re.sub(r"^(readrandom\s*:\s*)[\d.]+", r"\1nan", out, count=1, flags=re.M)
+    assert bad != out
+    with pytest.raises(ParseError, match=r"^db_bench result line 'readrandom"):
+        get_parser("db_bench", {})(bad, err)

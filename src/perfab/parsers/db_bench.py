@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from perfab.parsers._base import NUM, Collector, DeclaredMetric as M, ParsedMetric, combined
+from perfab.parsers._base import NUM, Collector, DeclaredMetric as M, ParseError, ParsedMetric, combined
 
 OPTIONS: frozenset[str] = frozenset()
 
@@ -40,6 +40,9 @@ def parse(stdout: str, stderr: str, options: dict) -> dict[str, ParsedMetric]:
         if found := _BENCH.match(line):
             current = found[1]
             _bench_metrics(out, current, found)
+        elif " micros/op" in line:  # a result line that cannot be read: its percentiles would go to the last one
+            raise ParseError(f"db_bench result line {line.strip()[:60]!r} cannot be read: check the workload's "
+                             "output (cut short or damaged)")
         elif (pct := _PERCENTILES.match(line)) and current:
             for p, value in re.findall(rf"P([\d.]+):\s+({NUM})", pct[1]):
                 out.add("{bench}_p{N}_us", value, bench=current, N=p)
