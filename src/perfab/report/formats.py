@@ -140,7 +140,7 @@ def render_csv(a: Analysis) -> str:
     return buf.getvalue()
 
 
-_NUMBER = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?")
+_NUMBER = re.compile(r"[-+]?((\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?|inf)")  # "-inf": an unbounded interval end
 
 
 def _cell(value):

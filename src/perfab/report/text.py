@@ -12,7 +12,9 @@ Everything fits 80 columns.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
+from dataclasses import replace
 
 from perfab.analyse.compare import Analysis, Row
 from perfab.analyse.methods import ABSOLUTE
@@ -26,6 +28,7 @@ _SIDE_NAME_MAX = 20  # longer side names are clipped in the normalized table's h
 
 
 def render_text(a: Analysis, absolute: bool = False) -> str:
+    a = _visible_analysis(a)
     out: list[str] = [f"perfab: {a.experiment}", ""]
     out += _setup(a)
     out += _env_differences(a)
@@ -45,7 +48,23 @@ def render_text(a: Analysis, absolute: bool = False) -> str:
         out += ["", "WARNINGS"] + [line for w in a.warnings for line in _wrap(f"- {w}")]
     if a.notes:
         out += ["", "NOTES"] + [line for n in a.notes for line in _wrap(f"- {n}")]
-    return "\n".join(out).rstrip() + "\n"
+    return _visible("\n".join(out).rstrip() + "\n")
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(text: str) -> str:
+    """The report safe for a terminal: control characters from labels or commands (ANSI escapes) shown as \\xNN."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _visible_analysis(a: Analysis) -> Analysis:
+    """Labels and commands with their control characters shown as \\xNN before the columns are laid out."""
+    if not any(_CONTROL.search(r.label) for r in a.rows) and not any(_CONTROL.search(w.command) for w in a.workloads):
+        return a
+    return replace(a, rows=tuple(replace(r, label=_visible(r.label)) for r in a.rows),
+                   workloads=tuple(replace(w, command=_visible(w.command)) for w in a.workloads))
 
 
 def _setup(a: Analysis) -> list[str]:

@@ -130,7 +130,7 @@ class Service:
                 return
             if time.monotonic() > deadline:
                 raise PerfabError(f"service {self.argv[0]!r} did not accept connections on 127.0.0.1:{self.port} "
-                                  f"within {self.ready_timeout_s:.0f} s; check the port or raise ready_timeout")
+                                  f"within {self.ready_timeout_s:g} s; check the port or raise ready_timeout")
             time.sleep(0.05)
 
 
