@@ -7,6 +7,7 @@ out byte for byte unchanged (a bad spec never leaves a session behind).
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -14,13 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from reliability_helpers import cli, file_digest, stored_db, two_sides, write
+from reliability_helpers import cli, file_digest, sessions_of, stored_db, two_sides, write
 
 W = 'argv = ["true"]'
+CPUS = os.sysconf("SC_NPROCESSORS_ONLN")  # what "100%" in a sweep resolves to
 V2 = '[[variant]]\nname = "a"\n\n[[variant]]\nname = "b"\n'
 def S(workload=W, experiment="", variants=V2, extra="", runs="2", warmup="0", name='"rel"', head=""):
     return (f'{head}[experiment]\nname = {name}\nruns = {runs}\nwarmup = {warmup}\n{experiment}\n\n'
             f'{variants}\n[[workload]]\nname = "w"\n{workload}\n{extra}')
+def VA(extra):
+    """Sides a and b, with ``extra`` lines in a's table."""
+    return f'[[variant]]\nname = "a"\n{extra}\n\n[[variant]]\nname = "b"\n'
 CASES = {  # situation -> the spec's bytes
  "toml-syntax": S(experiment="margin = = 1"),
  "unterminated-string": S(experiment='order = "interleaved'),
@@ -113,6 +118,100 @@ CASES = {  # situation -> the spec's bytes
  "vars-shadow-builtin": S(variants='[[variant]]\nname = "a"\nvars = {variant = "x"}\n\n[[variant]]\nname = "b"\n'),
  "variant-name-slash": S(variants='[[variant]]\nname = "a/b"\n\n[[variant]]\nname = "b"\n'),
  "detect-pattern-bad-regex": S(variants='[[variant]]\nname = "a"\nexternal = true\ndetect = "uname -r"\ndetect_pattern = "(["\n\n[[variant]]\nname = "b"\nexternal = true\n'),
+
+ "nesting-arrays-too-deep": S(head="x = " + "[" * 5000 + "]" * 5000 + "\n"),
+ "nesting-inline-tables-too-deep": S(head="x = " + "{a=" * 3000 + "1" + "}" * 3000 + "\n"),
+ "toml-duplicate-key": S(experiment="runs = 3"),
+ "utf16-bytes": S().encode("utf-16"),
+ "top-level-key-nul": S(head='"a\\u0000" = 1\n'),
+ "env-name-nul": S(variants=VA('env = {"A\\u0000" = "1"}')),
+ "env-value-bool": S(variants=VA("env = {X = true}")),
+ "env-value-table": S(variants=VA("env = {X = {y = 1}}")),
+ "env-not-table": S(variants=VA('env = "X=1"')),
+ "experiment-not-table": "experiment = 3\n\n" + V2 + '\n[[workload]]\nname = "w"\n' + W + "\n",
+ "variant-table-not-array": S(variants='[variant]\nname = "a"\n'),
+ "variant-elements-not-tables": S(head="variant = [1, 2]\n", variants=""),
+ "variant-empty-array": S(head="variant = []\n", variants=""),
+ "workload-elements-not-tables": S().split("[[workload]]")[0].replace("[experiment]", "workload = [1]\n[experiment]", 1),
+ "workload-table-not-array": S().split("[[workload]]")[0] + '[workload]\nname = "w"\n' + W + "\n",
+ "measure-not-table": S(head="measure = 3\n"),
+ "argv0-empty": S(workload='argv = ["", "x"]'),
+ "shell-not-bool": S(workload='argv = "true"\nshell = "yes"'),
+ "cwd-integer": S(workload=W + "\ncwd = 3"),
+ "timeout-string": S(workload=W + '\ntimeout = "10s"'),
+ "timeout-over-a-week": S(workload=W + "\ntimeout = 1e12"),
+ "params-value-brace": S(workload=W + '\nparams = {threads = ["{x}"]}'),
+ "params-value-empty-string": S(workload=W + '\nparams = {threads = [""]}'),
+ "params-value-nan": S(workload=W + "\nparams = {threads = [nan]}"),
+ "params-repeated-value": S(workload=W + "\nparams = {threads = [1, 1]}"),
+ "params-percent-equals-number": S(workload=W + f'\nparams = {{threads = ["100%", {CPUS}]}}'),
+ "params-name-digit-first": S(workload=W + '\nparams = {"1x" = [1]}'),
+ "params-grid-too-large": S(workload=W + "\nparams = {a = [%s], b = [%s]}" % ((",".join(map(str, range(40))),) * 2)),
+ "plan-too-large": S(runs="10000", warmup="1000", workload=W + "\nparams = {t = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]}"),
+ "parser-not-string": S(workload=W + "\nparser = 3"),
+ "parser-options-without-parser": S(workload=W + '\nparser_options = {only = ["x"]}'),
+ "parser-options-not-table": S(workload=W + '\nparser = "keyvalue"\nparser_options = 3'),
+ "parser-options-for-optionless-parser": S(workload=W + '\nparser = "gnu-time"\nparser_options = {x = 1}'),
+ "parser-regex-without-patterns": S(workload=W + '\nparser = "regex"'),
+ "parser-keyvalue-only-not-list": S(workload=W + '\nparser = "keyvalue"\nparser_options = {only = 3}'),
+ "service-not-table": S(workload=W + '\nservice = "redis"'),
+ "service-unknown-key": S(extra='\n[workload.service]\nargv = ["true"]\nprot = 80\n'),
+ "service-argv-empty": S(extra='\n[workload.service]\nargv = []\nport = 8080\n'),
+ "service-port-string": S(extra='\n[workload.service]\nargv = ["true"]\nport = "80"\n'),
+ "service-ready-timeout-negative": S(extra='\n[workload.service]\nargv = ["true"]\nready_timeout = -1\n'),
+ "service-cpus-without-counters": S(extra='\n[workload.service]\nargv = ["true"]\ncpus = "1"\n'),
+ "service-cpus-garbage": S(extra='\n[workload.service]\nargv = ["true"]\ncounters = "cpus"\ncpus = "x"\n'
+                                 '\n[measure]\nbackend = "perf"\ncounters = ["cycles"]\n'),
+ "service-counters-on-time-backend": S(extra='\n[workload.service]\nargv = ["true"]\ncounters = "pids"\n'),
+ "min-runs-without-auto": S(experiment="min_runs = 5"),
+ "auto-order-sequential": S(runs='"auto"', experiment='order = "sequential"'),
+ "auto-min-runs-one": S(runs='"auto"', experiment="min_runs = 1"),
+ "auto-max-runs-huge": S(runs='"auto"', experiment="max_runs = 100000"),
+ "perf-without-counters": S(extra='\n[measure]\nbackend = "perf"\n'),
+ "cachegrind-key-on-time-backend": S(extra='\n[measure]\nl1i = "32K,8,64"\n'),
+ "cachegrind-l1i-integer": S(extra='\n[measure]\nbackend = "cachegrind"\nl1i = 32768\n'),
+ "cachegrind-l1i-not-power-of-two": S(extra='\n[measure]\nbackend = "cachegrind"\nl1i = "33K,8,64"\n'),
+ "max-events-zero": S(extra='\n[measure]\nbackend = "perf"\ncounters = ["cycles"]\nmax_events_per_run = 0\n'),
+ "profile-freq-zero": S(extra="\n[measure]\nprofile_freq = 0\n"),
+ "profile-string": S(extra='\n[measure]\nprofile = "yes"\n'),
+ "interrupts-row-with-colon": S(extra='\n[measure]\ninterrupts = ["TLB:"]\n'),
+ "metric-not-table": S(workload=W + "\nmetric = [1]"),
+ "metric-not-array": S(workload=W + '\nmetric = {name = "x"}'),
+ "metric-method-unknown": S(extra='\n[[workload.metric]]\nname = "x"\nmethod = "bayes"\n'),
+ "metric-check-inf": S(extra='\n[[workload.metric]]\nname = "x"\ncheck = inf\n'),
+ "metric-primary-string": S(extra='\n[[workload.metric]]\nname = "x"\nprimary = "yes"\n'),
+ "external-on-one-side-only": S(variants=VA("external = true")),
+ "detect-without-pattern": S(variants='[[variant]]\nname = "a"\nexternal = true\ndetect = "uname"\n\n'
+                                      '[[variant]]\nname = "b"\nexternal = true\n'),
+ "git-ref-like-an-option": S(variants=VA('git = "--upload-pack=touch /tmp/x"')),
+ "git-ref-blank": S(variants=VA('git = " "')),
+ "repo-not-a-git-repository": S(experiment='repo = "/nonexistent"', variants=VA('git = "main"')),
+ "build-unknown-placeholder": S(experiment='build = ["echo {nope}"]'),
+ "seed-beyond-int64": S(experiment="seed = 9223372036854775808"),
+ "seed-float": S(experiment="seed = 1.0"),
+ "build-timeout-negative": S(experiment="build_timeout = -1"),
+ "stdout-cap-beyond-1gib": S(experiment="stdout_cap = 2147483648"),
+ "margin-huge": S(experiment="margin = 1e9"),
+ "pin-float": S(experiment="pin = 1.5"),
+ "pin-empty": S(experiment='pin = ""'),
+ "pin-twenty-digits": S(experiment='pin = "99999999999999999999"'),
+ "order-integer": S(experiment="order = 1"),
+ "baseline-integer": S(experiment="baseline = 1"),
+ "warmup-negative": S(warmup="-1"),
+ "runs-inf": S(runs="inf"),
+ "variant-setup-unknown-placeholder": S(variants=VA('setup = ["echo {nope}"]')),
+ "wrap-unknown-placeholder": S(variants=VA('wrap = ["{nope}"]')),
+ "cwd-unknown-placeholder": S(workload=W + '\ncwd = "{nope}"'),
+ "service-argv-unknown-placeholder": S(extra='\n[workload.service]\nargv = ["true", "{nope}"]\n'),
+ "shell-command-unknown-placeholder": S(workload='argv = "echo {nope}"\nshell = true'),
+ "wrap-not-list": S(variants=VA("wrap = 3")),
+ "variant-setup-integer": S(variants=VA("setup = [1]")),
+ "vars-name-digit-first": S(variants=VA('vars = {"1x" = "y"}')),
+ "vars-value-table": S(variants=VA("vars = {x = {}}")),
+ "name-leading-space": S(name='" x"'),
+ "name-newline": S(name='"a\\nb"'),
+ "name-non-ascii": S(name='"caf\u00e9"'),
+ "workload-name-empty": S().replace('name = "w"', 'name = ""'),
 }
 
 # The one line after "perfab: SPEC: " for each situation ({cwd}: the directory perfab runs in).
@@ -151,7 +250,7 @@ EXPECTED = {
     'env-name-equals': "variant[0].env: 'A=B' is not an environment variable name; use a non-empty name without '='",
     'env-name-empty': "variant[0].env: '' is not an environment variable name; use a non-empty name without '='",
     'env-value-nul': 'variant[0].env.X: contains a NUL byte (\\u0000); remove it: commands cannot carry NUL',
-    'placeholder-unknown': "workload 'w', variant 'a': unknown placeholder {nope}; known: {experiment}, {variant}, {workload}",
+    'placeholder-unknown': "workload 'w', variant 'a', workload.argv: unknown placeholder {nope}; known: {experiment}, {variant}, {workload}",
     'parser-unknown': "workload[0].parser: unknown parser 'nosuch': choose one of ab, db_bench, gnu-time, hackbench, keyvalue, lmbench, perf-bench, pgbench, redis-benchmark, regex, stress-ng, sysbench, unixbench, will-it-scale, wrk; see the Parsers section of the README",
     'parser-options-unknown': "workload[0].parser_options: parser 'keyvalue' has no option 'bogus': it accepts higher_is_better, only, units; see the Parsers section of the README",
     'executable-missing': "workload 'w', variant 'a': argv[0] '/nonexistent/bin/tool' does not exist; build it or fix the path (relative to {cwd})",
@@ -208,6 +307,97 @@ EXPECTED = {
     'vars-shadow-builtin': "variant[0].vars.variant: is not a usable placeholder name; use letters, digits and '_', starting with a letter (not build, experiment, metric, run_id, seq, src, value, variant, warmup, workload)",
     'variant-name-slash': "variant[0].name: 'a/b' is not a usable name; use letters, digits, '_', '-', '.', '+' and spaces",
     'detect-pattern-bad-regex': 'variant[0].detect_pattern: bad regex (unterminated character set at position 1); fix the pattern',
+    'nesting-arrays-too-deep': 'arrays or tables nested too deeply to read; flatten them',
+    'nesting-inline-tables-too-deep': 'arrays or tables nested too deeply to read; flatten them',
+    'toml-duplicate-key': 'malformed TOML: Cannot overwrite a value (at line 5, column 9); fix the syntax at that line',
+    'utf16-bytes': 'cannot read the spec (UnicodeDecodeError); check the path and that it is a UTF-8 text file',
+    'top-level-key-nul': "'a\\x00': key contains a NUL byte; rename it",
+    'env-name-nul': "variant[0].env.'A\\x00': key contains a NUL byte; rename it",
+    'env-value-bool': 'variant[0].env.X: expected a string, got True; quote the value',
+    'env-value-table': "variant[0].env.X: expected a string, got {'y': 1}; quote the value",
+    'env-not-table': "variant[0].env: expected table, got string 'X=1'; write it as a TOML table",
+    'experiment-not-table': 'experiment: expected table, got integer 3; write it as a TOML table',
+    'variant-table-not-array': "variant: expected array, got table {'name': 'a'}; write it as a TOML array",
+    'variant-elements-not-tables': 'variant[0]: expected a table, got integer 1; write it as [[variant]] with key = value lines',
+    'variant-empty-array': 'variant: need at least one [[variant]] table (two to compare); add a baseline and an experiment side',
+    'workload-elements-not-tables': 'workload[0]: expected a table, got integer 1; write it as [[workload]] with key = value lines',
+    'workload-table-not-array': "workload: expected array, got table {'name': 'w', 'argv': ['true']}; write it as a TOML array",
+    'measure-not-table': 'measure: expected a table; write [measure]',
+    'argv0-empty': 'workload[0].argv[0]: is an empty program name; name the program to run',
+    'shell-not-bool': "workload[0].shell: expected boolean, got string 'yes'; write it as a TOML boolean",
+    'cwd-integer': 'workload[0].cwd: expected string, got integer 3; write it as a TOML string',
+    'timeout-string': "workload[0].timeout: expected integer or float, got string '10s'; write it as a TOML integer or float",
+    'timeout-over-a-week': 'workload[0].timeout: must be <= 604,800, got 1,000,000,000,000.0; use a value <= 604,800',
+    'params-value-brace': "workload[0].params.threads: value '{x}' cannot be a placeholder value; use plain text",
+    'params-value-empty-string': "workload[0].params.threads: value '' cannot be a placeholder value; use plain text",
+    'params-value-nan': 'workload[0].params.threads: value nan is not finite; write a plain number',
+    'params-repeated-value': "workload[0].params.threads: values ['1', '1'] repeat (after resolving percentages); list each value once",
+    'params-percent-equals-number': "workload[0].params.threads: values ['2', '2'] repeat (after resolving percentages); list each value once",
+    'params-name-digit-first': "workload[0].params.1x: is not a usable parameter name; use letters, digits and '_' (not build, experiment, metric, run_id, seq, src, value, variant, warmup, workload)",
+    'params-grid-too-large': 'workload[0].params: the grid has 1,600 points (more than 1,000); sweep fewer values',
+    'plan-too-large': "experiment.runs: the plan would hold 220,000 runs (more than 200,000); lower runs, warmup or the sweep's points",
+    'parser-not-string': 'workload[0].parser: expected string, got integer 3; write it as a TOML string',
+    'parser-options-without-parser': 'workload[0].parser_options: given without a parser; add parser = "..." or remove them',
+    'parser-options-not-table': 'workload[0].parser_options: expected table, got integer 3; write it as a TOML table',
+    'parser-options-for-optionless-parser': "workload[0].parser_options: parser 'gnu-time' has no option 'x': it accepts none; see the Parsers section of the README",
+    'parser-regex-without-patterns': 'workload[0].parser_options: parser \'regex\' needs option patterns = {metric_name = "regex with one group"}; see the Parsers section of the README',
+    'parser-keyvalue-only-not-list': 'workload[0].parser_options: keyvalue option only must be a list of metric names; see the Parsers section of the README',
+    'service-not-table': "workload[0].service: expected table, got string 'redis'; write it as a TOML table",
+    'service-unknown-key': 'workload[0].service.prot: unknown key; remove it or use one of: argv, counters, cpus, cwd, log, port, ready_timeout, requests',
+    'service-argv-empty': 'workload[0].service.argv: is empty; name the server program',
+    'service-port-string': "workload[0].service.port: expected integer, got string '80'; write it as a TOML integer",
+    'service-ready-timeout-negative': 'workload[0].service.ready_timeout: must be >= 0, got -1; use a value >= 0',
+    'service-cpus-without-counters': 'workload[0].service.cpus: goes with counters = "cpus" (and only with it); set both, e.g. counters = "cpus" and cpus = "1"',
+    'service-cpus-garbage': 'workload[0].service.cpus: \'x\' is not a CPU list; write it like "2" or "0-1,3"',
+    'service-counters-on-time-backend': 'workload[0].service.counters: counts with perf stat; set [measure] backend = "perf" or remove service.counters',
+    'min-runs-without-auto': 'experiment.min_runs: is read only with runs = "auto"; set runs = "auto" (a sequential experiment) or remove it',
+    'auto-order-sequential': 'experiment.order: a sequential experiment (runs = "auto") looks after each block; use order = "interleaved" or "alternate"',
+    'auto-min-runs-one': 'experiment.min_runs: must be >= 2, got 1; use a value >= 2',
+    'auto-max-runs-huge': 'experiment.max_runs: must be <= 10,000, got 100,000; use a value <= 10,000',
+    'perf-without-counters': 'measure.counters: the perf backend needs events to count; add counters = ["task-clock", "context-switches"] or use backend = "time"',
+    'cachegrind-key-on-time-backend': 'measure.l1i: is read by the cachegrind backend, not \'time\'; set backend = "cachegrind" or remove l1i',
+    'cachegrind-l1i-integer': 'measure.l1i: expected string, got integer 32768; write it as a TOML string',
+    'cachegrind-l1i-not-power-of-two': 'measure.l1i: l1i=\'33K,8,64\': valgrind cannot simulate this cache: 66 sets (valgrind needs a power of two); use l1i="32K,8,64" (nearest geometry valgrind simulates)',
+    'max-events-zero': 'measure.max_events_per_run: must be >= 1, got 0; use a value >= 1',
+    'profile-freq-zero': 'measure.profile_freq: must be >= 1, got 0; use a value >= 1',
+    'profile-string': "measure.profile: expected boolean, got string 'yes'; write it as a TOML boolean",
+    'interrupts-row-with-colon': 'measure.interrupts: \'TLB:\' is not a /proc/interrupts row name; use the name before the colon, e.g. "TLB", "CAL", "RES" or an IRQ number',
+    'metric-not-table': 'workload[0].metric[0]: expected a table; write [[workload.metric]] tables',
+    'metric-not-array': "workload[0].metric: expected array, got table {'name': 'x'}; write it as a TOML array",
+    'metric-method-unknown': "workload[0].metric[0].method: unknown method 'bayes'; use one of: nonparametric, exact, normal",
+    'metric-check-inf': 'workload[0].metric[0].check: must be a finite number, got inf; write a plain number',
+    'metric-primary-string': "workload[0].metric[0].primary: expected boolean, got string 'yes'; write it as a TOML boolean",
+    'external-on-one-side-only': 'variant.external: some sides are external and some are not; mark every side external = true (e.g. two booted kernels) or none',
+    'detect-without-pattern': "variant[0].detect_pattern: missing; add the regex that detect's output must match",
+    'git-ref-like-an-option': 'variant[0].git: \'--upload-pack=touch /tmp/x\' is not a git ref; name a branch, tag or commit, e.g. "v6.1"',
+    'git-ref-blank': 'variant[0].git: \' \' is not a git ref; name a branch, tag or commit, e.g. "v6.1"',
+    'repo-not-a-git-repository': "/nonexistent is not inside a git repository; set experiment.repo to the repository the sides' git refs name",
+    'build-unknown-placeholder': "variant 'a' build: unknown placeholder {nope}; known: {build}, {experiment}, {src}, {variant}",
+    'seed-beyond-int64': 'experiment.seed: must be <= 9,223,372,036,854,775,807, got 9,223,372,036,854,775,808; use a value <= 9,223,372,036,854,775,807',
+    'seed-float': 'experiment.seed: expected integer, got float 1.0; write it as a TOML integer',
+    'build-timeout-negative': 'experiment.build_timeout: must be >= 0, got -1; use a value >= 0',
+    'stdout-cap-beyond-1gib': 'experiment.stdout_cap: must be <= 1,073,741,824, got 2,147,483,648; use a value <= 1,073,741,824',
+    'margin-huge': 'experiment.margin: must be <= 1,000, got 1,000,000,000.0; use a value <= 1,000',
+    'pin-float': 'experiment.pin: expected string or integer, got float 1.5; write it as a TOML string or integer',
+    'pin-empty': 'experiment.pin: \'\' is not a CPU list; write it like "2" or "0-1,3"',
+    'pin-twenty-digits': "experiment.pin: CPU 99999999999999999999 in '99999999999999999999' is out of range; use CPU numbers 0..8191",
+    'order-integer': 'experiment.order: expected string, got integer 1; write it as a TOML string',
+    'baseline-integer': 'experiment.baseline: expected string, got integer 1; write it as a TOML string',
+    'warmup-negative': 'experiment.warmup: must be >= 0, got -1; use a value >= 0',
+    'runs-inf': 'experiment.runs: expected integer, got float inf; write it as a TOML integer',
+    'variant-setup-unknown-placeholder': "workload 'w', variant 'a', variant.setup: unknown placeholder {nope}; known: {experiment}, {variant}, {workload}",
+    'wrap-unknown-placeholder': "workload 'w', variant 'a', variant.wrap: unknown placeholder {nope}; known: {experiment}, {variant}, {workload}",
+    'cwd-unknown-placeholder': "workload 'w', variant 'a', workload.cwd: unknown placeholder {nope}; known: {experiment}, {variant}, {workload}",
+    'service-argv-unknown-placeholder': "workload 'w', variant 'a', workload.service.argv: unknown placeholder {nope}; known: {experiment}, {variant}, {workload}",
+    'shell-command-unknown-placeholder': "workload 'w', variant 'a', workload.argv: unknown placeholder {nope}; known: {experiment}, {variant}, {workload}",
+    'wrap-not-list': 'variant[0].wrap: expected a list of strings, got 3; write it as ["a", "b"]',
+    'variant-setup-integer': 'variant[0].setup: expected a list of strings, got [1]; write it as ["a", "b"]',
+    'vars-name-digit-first': "variant[0].vars.1x: is not a usable placeholder name; use letters, digits and '_', starting with a letter (not build, experiment, metric, run_id, seq, src, value, variant, warmup, workload)",
+    'vars-value-table': 'variant[0].vars.x: expected a string, got {}; quote the value',
+    'name-leading-space': "experiment.name: ' x' is not a usable name; use letters, digits, '_', '-', '.', '+' and spaces",
+    'name-newline': "experiment.name: 'a\\nb' is not a usable name; use letters, digits, '_', '-', '.', '+' and spaces",
+    'name-non-ascii': "experiment.name: 'café' is not a usable name; use letters, digits, '_', '-', '.', '+' and spaces",
+    'workload-name-empty': "workload[0].name: '' is not a usable name; use letters, digits, '_', '-', '.', '+' and spaces",
 }
 
 
@@ -270,22 +460,34 @@ def test_unknown_git_ref(tmp_path, kept):
     text = two_sides(experiment=f'repo = "{repo}"',
                      variants='[[variant]]\nname = "a"\ngit = "no-such-ref-xyz"\nbuild = ["true"]\n\n'
                               '[[variant]]\nname = "b"\n')
-    write(tmp_path / "gitref.toml", text)
-    db = shutil.copy(kept, tmp_path / "results.db")
-    before = file_digest(db)
-    for argv in (("plan", "gitref.toml"), ("run", "gitref.toml", "--db", "results.db")):
-        cli(*argv, cwd=tmp_path).one_line_error(2, r"no-such-ref-xyz")
-    assert file_digest(db) == before
+    refused(tmp_path, kept, "gitref", text,
+            f"git ref 'no-such-ref-xyz' names no commit in {repo.resolve()}; check variant.git (git log --oneline)")
 
 
-@pytest.mark.parametrize("where", ["missing", "directory"])
+@pytest.mark.parametrize("where", ["missing", "directory", "symlink-loop"])
 def test_spec_path_is_not_a_file(tmp_path, kept, where):
-    """A spec path that does not exist, or is a directory, is one line saying which."""
+    """A spec path that does not exist, is a directory, or is a symlink to itself is one line saying which."""
     if where == "directory":
         (tmp_path / "spec.toml").mkdir()
-    message = {"missing": "no such spec file", "directory": "is a directory"}[where]
+    if where == "symlink-loop":
+        (tmp_path / "spec.toml").symlink_to("spec.toml")
+    message = {"missing": "no such spec file", "directory": "is a directory",
+               "symlink-loop": "cannot read the spec"}[where]
     db = shutil.copy(kept, tmp_path / "results.db")
     before = file_digest(db)
     for argv in (("plan", "spec.toml"), ("run", "spec.toml", "--db", "results.db")):
         cli(*argv, cwd=tmp_path).one_line_error(2, "^perfab: spec.toml: " + message)
     assert file_digest(db) == before
+
+
+def test_byte_order_mark_is_read_as_utf8(tmp_path):
+    """A spec saved with a UTF-8 byte-order mark (as some Windows editors do) is read like one without it."""
+    write(tmp_path / "plain.toml", two_sides())
+    write(tmp_path / "bom.toml", "\ufeff" + two_sides())
+    plain = cli("plan", "plain.toml", cwd=tmp_path)
+    got = cli("plan", "bom.toml", cwd=tmp_path)
+    assert (got.code, got.err) == (0, "")
+    assert got.out == plain.out
+    got = cli("run", "bom.toml", "--db", "results.db", "--no-report", cwd=tmp_path)
+    assert (got.code, got.err) == (0, "")
+    assert sessions_of(tmp_path / "results.db") == [(1, "finished")]

@@ -76,6 +76,13 @@ def needs_source(exp: Experiment, variant: Variant) -> bool:
 
 def resolve(exp: Experiment, variants: list[Variant], cache: Path = CACHE) -> dict[str, Source]:
     """Each side's source, with git refs resolved to commits (nothing is built or checked out yet)."""
+    try:
+        return _resolve(exp, variants, cache)
+    except UsageError as e:
+        raise type(e)(f"{exp.path}: {e}") from None
+
+
+def _resolve(exp: Experiment, variants: list[Variant], cache: Path) -> dict[str, Source]:
     out = {}
     for v in variants:
         if not needs_source(exp, v):

@@ -50,15 +50,16 @@ def _cell(exp: Experiment, workload: Workload, variant: Variant, point, env: dic
           source: dict[str, str] | None) -> None:
     values = placeholders(exp, variant, workload, point, source)
     where = f"workload {workload.name!r}, variant {variant.name!r}"
-    x = lambda text: expand(text, values, where)  # noqa: E731
-    argv = [x(a) for a in workload.argv]
-    wrap = [x(a) for a in variant.wrap]
-    cwd = x(workload.cwd) if workload.cwd else None
-    for text in (*variant.setup, *variant.teardown):
-        x(text)
+    x = lambda text, key: expand(text, values, f"{where}, {key}")  # noqa: E731
+    argv = [x(a, "workload.argv") for a in workload.argv]
+    wrap = [x(a, "variant.wrap") for a in variant.wrap]
+    cwd = x(workload.cwd, "workload.cwd") if workload.cwd else None
+    for key in ("setup", "teardown"):
+        for text in getattr(variant, key):
+            x(text, f"variant.{key}")
     svc = workload.service
-    svc_argv = [x(a) for a in svc.argv] if svc else []
-    svc_cwd = x(svc.cwd) if svc and svc.cwd else None
+    svc_argv = [x(a, "workload.service.argv") for a in svc.argv] if svc else []
+    svc_cwd = x(svc.cwd, "workload.service.cwd") if svc and svc.cwd else None
     if not programs:
         return
     for directory, key in ((cwd, "cwd"), (svc_cwd, "service.cwd")):

@@ -162,7 +162,7 @@ def load_spec(path: str | Path) -> Experiment:
     """Read and validate a spec file."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8-sig")  # UTF-8, with or without a byte-order mark
     except FileNotFoundError:
         raise SpecError(f"{p}: no such spec file; pass the path of an experiment TOML (see examples/default.toml)") from None
     except IsADirectoryError:

@@ -28,6 +28,8 @@ def read(text: str, path: str) -> Experiment:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"{path}: malformed TOML: {e}; fix the syntax at that line") from None
+    except RecursionError:
+        raise SpecError(f"{path}: arrays or tables nested too deeply to read; flatten them") from None
     reader = _Reader(path)
     reader.no_nul(doc, "")
     return reader.experiment(doc, text)
@@ -57,8 +59,10 @@ class _Reader:
 
     def check_keys(self, table: dict, where: str, schema: str) -> None:
         if not isinstance(table, dict):
+            head = where.split("[")[0]
+            head = f"[[{head}]]" if "[" in where else f"[{head}]"  # an element of an array of tables
             raise self.fail(where, f"expected a table, got {_TOML_NAMES.get(type(table), type(table).__name__)} {table!r}",
-                            f"write it as [{where.split('[')[0]}] with key = value lines")
+                            f"write it as {head} with key = value lines")
         keys = allowed(schema)
         for k in table:
             if k not in keys:
