@@ -321,8 +321,8 @@ def cmd_list(args, stdout, stderr) -> int:
         for name in store.experiments():
             sessions = store.sessions(name)
             runs = store.run_rows(name)
-            print(f"{name:<32} {len(sessions)} session(s), {len(runs)} run(s), last {sessions[-1].status}",
-                  file=stdout)
+            last = f", last {sessions[-1].status}" if sessions else ""  # an experiment row without a session
+            print(f"{name:<32} {len(sessions)} session(s), {len(runs)} run(s){last}", file=stdout)
     return 0
 
 

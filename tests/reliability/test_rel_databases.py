@@ -85,15 +85,18 @@ def test_file_that_is_not_sqlite_is_refused_unchanged(tmp_path, spec_file, conte
     refused_unchanged(db, 1, NOT_A_DB, *argv)
 
 
-def test_truncated_database_is_refused(tmp_path, kept):
-    """A results file cut in half (a copy interrupted): malformed, said in one line."""
+@pytest.mark.parametrize("argv", READERS + [("run", "SPEC", "--no-report")], ids=lambda a: a[0])
+def test_truncated_database_is_refused(tmp_path, kept, spec_file, argv):
+    """A results file cut in half (a copy interrupted): malformed, said in one line, by readers and run alike."""
     data = kept.read_bytes()
     db = write(tmp_path / "half.db", data[: len(data) // 2])
-    refused_unchanged(db, 1, r"not a usable perfab database \(database disk image is malformed\)", "report")
+    argv = tuple(str(spec_file) if a == "SPEC" else a for a in argv)
+    refused_unchanged(db, 1, r"not a usable perfab database \(database disk image is malformed\)", *argv)
 
 
-@pytest.mark.parametrize("argv", [("report",), ("list",), ("report", "--format", "json")], ids="-".join)
-def test_database_with_a_damaged_page_names_the_check_to_run(tmp_path, kept, argv):
+@pytest.mark.parametrize("argv", [("report",), ("list",), ("history",), ("report", "--format", "json"),
+                                  ("run", "SPEC", "--no-report")], ids="-".join)
+def test_database_with_a_damaged_page_names_the_check_to_run(tmp_path, kept, spec_file, argv):
     """A page in the middle overwritten: the first query meeting it gives one line with the integrity check."""
     data = bytearray(kept.read_bytes())
     page = 4096
@@ -101,6 +104,7 @@ def test_database_with_a_damaged_page_names_the_check_to_run(tmp_path, kept, arg
     data[2 * page: 3 * page] = bytes([0xA5]) * page
     db = write(tmp_path / "damaged.db", bytes(data))
     before = file_digest(db)
+    argv = tuple(str(spec_file) if a == "SPEC" else a for a in argv)
     out = cli(*argv, "--db", db)
     if out.code == 0:  # the damaged page held nothing this command reads
         assert file_digest(db) == before
@@ -170,15 +174,19 @@ def test_unknown_experiment_name_lists_the_known_ones(tmp_path, kept, argv):
     refused_unchanged(db, 2, r"no experiment named 'nosuch'; known: kept$", *argv)
 
 
-def test_empty_db_option():
-    """--db '' (an unset shell variable): exit 2, says the option is empty."""
-    cli("report", "--db", "").one_line_error(2, r"--db is empty; pass the path of a results file")
+@pytest.mark.parametrize("argv", READERS + [("run", "SPEC", "--no-report")], ids=lambda a: a[0])
+def test_empty_db_option(spec_file, argv):
+    """--db '' (an unset shell variable): exit 2, says the option is empty; nothing is created."""
+    argv = tuple(str(spec_file) if a == "SPEC" else a for a in argv)
+    cli(*argv, "--db", "").one_line_error(2, r"--db is empty; pass the path of a results file")
 
 
-def test_unreachable_postgresql_url_fails_quickly():
+@pytest.mark.parametrize("argv", READERS + [("run", "SPEC", "--no-report")], ids=lambda a: a[0])
+def test_unreachable_postgresql_url_fails_quickly(spec_file, argv):
     """A postgresql:// URL with nothing listening: one line naming the URL, within seconds."""
     start = time.monotonic()
-    cli("report", "--db", "postgresql://perfab@127.0.0.1:1/results").one_line_error(
+    argv = tuple(str(spec_file) if a == "SPEC" else a for a in argv)
+    cli(*argv, "--db", "postgresql://perfab@127.0.0.1:1/results").one_line_error(
         1, r"^perfab: postgresql://perfab@127\.0\.0\.1:1/results: cannot connect .*check the URL and that the server")
     assert time.monotonic() - start < 30
 
@@ -194,12 +202,24 @@ def test_symlink_loop_as_database(tmp_path, spec_file, argv):
     assert out.code in (1, 2)
 
 
-def test_side_by_side_report_with_one_foreign_file(tmp_path, kept):
-    """report --db A --db B where B is not perfab's: the one line names B; A is untouched."""
-    other = foreign(tmp_path / "other.db")
-    before = file_digest(kept)
-    cli("report", "--db", kept, "--db", other).one_line_error(1, r"other\.db: " + NOT_PERFAB)
-    assert file_digest(kept) == before
+@pytest.mark.parametrize("second", ["foreign", "newer", "missing"])
+def test_side_by_side_report_with_one_bad_file(tmp_path, kept, second):
+    """report --db A --db B where B is not usable: the one line names B; neither file changes."""
+    other = tmp_path / "other.db"
+    if second == "foreign":
+        foreign(other)
+    elif second == "newer":
+        shutil.copy(kept, other)
+        con = sqlite3.connect(other)
+        con.execute("PRAGMA user_version = 99")
+        con.commit()
+        con.close()
+    code, why = {"foreign": (1, NOT_PERFAB), "newer": (1, r"written by a newer perfab \(schema 99"),
+                 "missing": (2, r"no results database here")}[second]
+    before, theirs = file_digest(kept), file_digest(other)
+    cli("report", "--db", kept, "--db", other).one_line_error(code, r"other\.db: " + why)
+    assert file_digest(kept) == before and file_digest(other) == theirs
+    assert second != "missing" or not other.exists()
 
 
 def test_garbage_wal_beside_a_good_database(tmp_path, kept):

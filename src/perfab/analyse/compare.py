@@ -50,6 +50,9 @@ def analyse(store: Store, name: str | None = None, alpha: float | None = None, c
             method: str | None = None, show_all: bool = False) -> Analysis:
     """Compare the stored runs of experiment ``name`` (the newest by default)."""
     data = store.load(name or store.latest_experiment())
+    if not data.sessions:  # its sessions deleted by hand
+        raise UsageError(f"{store.path}: experiment {data.experiment!r} holds no session; run it first "
+                         "(perfab run SPEC)")
     last = data.sessions[-1]
     spec = parse_spec(last.spec_text, last.spec_path or "<stored spec>")
     return compare(data, spec, alpha, confidence, method, show_all)
@@ -377,6 +380,10 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index)
             if n == 1:
                 warnings.append(f"one session (boot) of side {v.name!r}: sessions are a random effect and "
                                 "between-boot variation is not estimated; run each side in >= 2 sessions")
+    for s in sessions:  # interrupted, aborted, or its runner still running (or killed)
+        if s.status != "finished":
+            warnings.append(f"session {s.id} is not finished (status {s.status}): this report counts only the "
+                            "runs stored so far; continue it with `perfab run SPEC --resume`")
     workloads = {json.dumps(_workload_tables(s.spec_text), sort_keys=True) for s in sessions}
     if len(workloads) > 1:
         warnings.append("the workloads changed between sessions: runs of different commands are pooled")

@@ -113,6 +113,9 @@ def history(store: Store, name: str | None = None, metrics: list[str] | None = N
             permutations: int = 199, seed: int = 1) -> History:
     """The history of experiment ``name`` (the newest by default); see the module docstring."""
     data = store.load(name or store.latest_experiment())
+    if not data.sessions:  # its sessions deleted by hand
+        raise UsageError(f"{store.path}: experiment {data.experiment!r} holds no session; run it first "
+                         "(perfab run SPEC)")
     spec = _spec(data.sessions[-1])
     confidence = spec.confidence if confidence is None else confidence
     for flag, value in (("--alpha", alpha), ("--confidence", confidence)):

@@ -19,6 +19,8 @@ older schema is migrated in an in-memory copy.
 from __future__ import annotations
 
 import json
+import math
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -61,6 +63,9 @@ class Store:
                     from None
         if self.path.is_dir():
             raise UsageError(f"{self.path}: is a directory; pass the path of a results file with --db PATH")
+        blocked = _blocked(self.path, readonly)
+        if blocked:  # before SQLite opens it: a refused writer leaves no journal file behind
+            raise StoreError(f"{self.path}: {blocked}")
         try:
             self.db = self._open_readonly() if readonly else self._open_writable()
         except sqlite3.Error as e:
@@ -308,7 +313,7 @@ class Store:
         return [dict(zip(names, row)) for row in cur]
 
     def samples(self, name: str) -> list[tuple[int, str, float]]:
-        return [(rid, m, v) for rid, m, v, _ in self._samples(name)]
+        return [(rid, m, _number(v)) for rid, m, v, _ in self._samples(name)]
 
     def _samples(self, name: str) -> list[tuple[int, str, float, str]]:
         return self.db.execute(
@@ -383,6 +388,30 @@ def _migrate(db: sqlite3.Connection) -> None:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+
+
+def _number(value) -> float:
+    """A stored sample as a float: text or bytes another tool wrote into the REAL column ('nan', 'abc') come
+    back as a float or as nan, which the analysis refuses with its reason, never as a string."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _blocked(path: Path, readonly: bool) -> str | None:
+    """Why this process cannot use the file (read it; or write it and its journal beside it); None if it can."""
+    if path.exists() and not os.access(path, os.R_OK):
+        return "cannot read it (permission denied); pass a readable --db PATH or ask its owner"
+    if readonly:
+        return None
+    journal = all(os.access(f"{path}{s}", os.W_OK) for s in ("-wal", "-shm"))
+    for p in (path, path.parent) if not journal else (path,):
+        if p.exists() and not os.access(p, os.W_OK):
+            why = "read-only file system" if os.statvfs(p).f_flag & os.ST_RDONLY else "permission denied"
+            reads = " (perfab report reads it as it is)" if path.exists() else ""
+            return f"cannot write ({why}); pass a writable --db PATH{reads}"
+    return None
 
 
 def _wal_mode(path: Path) -> bool:
