@@ -294,9 +294,17 @@ class _FlakyTool:
 
     name = "time"
     wraps_workload = False
+    own_interrupts = False
+    simulated = False
 
     def __init__(self):
         self.calls = 0
+
+    def prepare(self, variants, say):
+        return None
+
+    def for_side(self, variant):
+        return self
 
     def groups(self):
         return ((),)

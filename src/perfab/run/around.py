@@ -20,8 +20,9 @@ from perfab.store import RunRecord
 class Around:
     """What is read around one run besides the workload: the service's usage and counters, interrupt counts."""
 
-    def __init__(self, exp: Experiment, ctx: SideContext, counter):
-        self.ctx, self.counter, self.rows = ctx, counter, exp.measure.interrupts
+    def __init__(self, exp: Experiment, ctx: SideContext, counter, machine_interrupts: bool = True):
+        self.ctx, self.counter = ctx, counter
+        self.rows = exp.measure.interrupts if machine_interrupts else ()  # else the backend reads them itself
         self.usage = ctx.service_usage()
         self.irq = read_interrupts(self.rows) if self.rows else None
         self.served = None

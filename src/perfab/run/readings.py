@@ -89,8 +89,8 @@ def _rusage(ex: Execution, backend: Backend, measurement, override: dict | None)
         "ivcsw": float(ex.nivcsw), "max_rss_kb": None if ex.max_rss_kb is None else float(ex.max_rss_kb)}
     excluded: dict[str, str] = {}
     wrapper = getattr(backend, "wraps_workload", False)
-    if wrapper and backend.name == "cachegrind":
-        return {}, {}, ()  # valgrind's own figures; the report leaves rusage out under cachegrind
+    if wrapper and getattr(backend, "simulated", False):
+        return {}, {}, ()  # a simulator's (valgrind's, QEMU's) own figures: the report leaves rusage out
     if wrapper:
         theirs = dict(getattr(measurement, "rusage", {}) or {}) if measurement is not None else {}
         keep = {"wall_s": own.get("wall_s")}

@@ -150,7 +150,9 @@ class Runner:
         chosen = [v for v in self.exp.variants if sides is None or v.name in sides]
         sources = resolve(self.exp, chosen)
         preflight(self.exp, sides, self._env, False, sources)  # placeholders, before a long build
-        return build_all(self.exp, sources, self._env, self.say)
+        built = build_all(self.exp, sources, self._env, self.say)
+        self.backend.prepare(tuple(chosen), self.say)  # e.g. the sides' kernels, built from their checkouts
+        return built
 
     def resolve_side(self, side: str | None) -> str | None:
         """The external side this session is (``--side`` or the variants' ``detect``)."""
@@ -294,22 +296,22 @@ class Runner:
         started = time.time()
         if (problem := ctx.service_problem()) is not None:
             return _not_run(started, problem)
-        around = Around(self.exp, ctx, self._service_counter(ctx, group, scratch))
+        backend = self.backend.for_side(variant)
+        around = Around(self.exp, ctx, self._service_counter(ctx, group, scratch), not backend.own_interrupts)
         if (problem := around.start()) is not None:
             return _not_run(started, problem)
         try:
             inner = self.recorder.wrap(argv, scratch) if self.recorder else argv
-            full = self.backend.wrap(inner, scratch, group)
+            full = backend.wrap(inner, scratch, group)
             ex = self.executor.execute(full, self._env(variant), self._cwd(workload, values), workload.timeout_s,
                                        self.exp.stdout_cap_bytes, self._cpus)
-            measurement = self._measurement(ex, scratch, group)
+            measurement = self._measurement(backend, ex, scratch, group)
             own_rusage = _shim_rusage(scratch / "rusage") if shim else None
         finally:
             around.stop_counting()
             if os.listdir(scratch):
                 shutil.rmtree(scratch, ignore_errors=True)  # next run recreates it
-        return around.finish(record(ex, started, measurement, parse, self.backend, workload, own_rusage),
-                             self.backend)
+        return around.finish(record(ex, started, measurement, parse, backend, workload, own_rusage), backend)
 
     def _argv(self, workload: Workload, variant: Variant, values: dict[str, str], scratch: Path):
         """The command: the side's wrap, the workload's rusage shim when a wrap may fork, the workload."""
@@ -323,13 +325,13 @@ class Runner:
             argv = shim or argv
         return [expand(a, values) for a in variant.wrap] + argv, shim
 
-    def _measurement(self, ex, scratch: Path, group: tuple[str, ...]):
+    def _measurement(self, backend: Backend, ex, scratch: Path, group: tuple[str, ...]):
         """The backend's readings (and the profile's) for an execution that started."""
         if ex.error is not None:
             return None
         if ex.stderr_tail:
             (scratch / "stderr").write_bytes(ex.stderr_tail)  # perf's last words (a signal death)
-        measurement = self.backend.collect(scratch, group, ex.status)
+        measurement = backend.collect(scratch, group, ex.status)
         if self.recorder and ex.status == 0:
             measurement = _with_profile(measurement, self.recorder, scratch)
         return measurement

@@ -13,6 +13,14 @@ class TimeBackend:
 
     name = "time"
     wraps_workload = False
+    own_interrupts = False
+    simulated = False
+
+    def prepare(self, variants: tuple, say) -> None:
+        return None
+
+    def for_side(self, variant) -> "TimeBackend":
+        return self
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         return ((),)
@@ -38,6 +46,10 @@ def make_backend(measure: Measure) -> Backend:
 
         return CachegrindBackend(l1i=measure.l1i, l1d=measure.l1d, ll=measure.ll,
                                  callgrind_toggle=measure.callgrind_toggle, branch_sim=measure.branch_sim)
+    if measure.backend == "guest":
+        from perfab.run.backends.guest import GuestBackend
+
+        return GuestBackend(measure)
     return TimeBackend()
 
 

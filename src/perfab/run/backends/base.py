@@ -7,6 +7,13 @@ the backend to ``collect`` its readings from the run's scratch directory.
 - ``time``: nothing wraps the workload; rusage from ``wait4`` only.
 - ``perf``: ``perf stat`` wraps the workload, one counter group per run.
 - ``cachegrind``: valgrind's simulated caches wrap the workload.
+- ``guest``: each run boots the side's kernel under QEMU and runs the
+  workload inside (``perfab.kernel``); a TCG plugin counts the whole guest.
+
+``prepare`` gets what the sides need (a kernel built, a probe) before the
+session is stored; ``for_side`` gives the backend that measures one side's
+runs (the guest backend binds the side's kernel; the others are the same
+for every side).
 
 ``groups()`` lists the counter groups a run can carry; the planner spreads
 the runs of each side over them (seed 000: 10 runs with ``:u``, 10 with
@@ -47,6 +54,16 @@ class Backend(Protocol):
 
     name: str
     wraps_workload: bool  # the executed command is the backend's tool, not the workload: rusage is not its own
+    own_interrupts: bool  # the backend reads measure.interrupts itself (in a guest), not this machine's
+    simulated: bool  # the workload runs in a simulator (valgrind, QEMU): the wrapper's rusage is not its own
+
+    def prepare(self, variants: tuple, say) -> None:
+        """Make ready what the sides need (build kernels, probe the accelerator); errors before any run."""
+        ...
+
+    def for_side(self, variant) -> "Backend":
+        """The backend that measures the runs of ``variant``."""
+        ...
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         """The counter groups, each carried by some of the runs."""

@@ -132,6 +132,8 @@ class CachegrindBackend:
 
     name = "cachegrind"
     wraps_workload = True
+    own_interrupts = False  # measure.interrupts are this machine's, read around the run
+    simulated = True  # valgrind's rusage is the simulator's, never the workload's
 
     def __init__(
         self,
@@ -164,6 +166,12 @@ class CachegrindBackend:
 
     def _out_name(self) -> str:
         return f"{self.tool}.out" + (".%p" if self.trace_children else "")
+
+    def prepare(self, variants: tuple, say) -> None:
+        return None
+
+    def for_side(self, variant) -> "CachegrindBackend":
+        return self
 
     def wrap(self, argv: list[str], scratch: Path, group: tuple[str, ...]) -> list[str]:
         if not argv:

@@ -53,6 +53,8 @@ class PerfStatBackend:
 
     name = "perf"
     wraps_workload = True
+    own_interrupts = False
+    simulated = False  # measure.interrupts are this machine's, read around the run
 
     def __init__(self, counters: list[str], max_events_per_run: int | None = None, perf: str = "perf") -> None:
         if not counters:
@@ -68,6 +70,12 @@ class PerfStatBackend:
     def groups(self) -> tuple[tuple[str, ...], ...]:
         """The counter groups; one group with every counter when no budget was given."""
         return self._groups
+
+    def prepare(self, variants: tuple, say) -> None:
+        return None
+
+    def for_side(self, variant) -> "PerfStatBackend":
+        return self
 
     def wrap(self, argv: list[str], scratch: Path, group: tuple[str, ...]) -> list[str]:
         """``perf stat -j -o <scratch>/perf.stat -e <group>[,user_time,system_time] -- argv``; run with LC_ALL=C."""
