@@ -100,6 +100,9 @@ def _counted(a: Analysis) -> str:
         return f"perf stat, one group per run: {groups}"
     if a.backend == "cachegrind":
         return "valgrind cachegrind (simulated caches, user space only)"
+    if a.backend == "guest":
+        return ("each run boots its side's kernel under QEMU; under TCG perfab's plugin counts the whole guest "
+                "over the workload (instructions and simulated caches, :u user, :k kernel), wall time is emulated")
     return "wall/user/sys time, max RSS, context switches (wait4 rusage)"
 
 

@@ -69,6 +69,20 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class Kernel:
+    """The Linux kernel a side boots under QEMU for each of its runs (``perfab.kernel``)."""
+
+    image: str | None  # a prebuilt bzImage/vmlinuz; None: build one from source
+    symbols: str | None  # System.map or vmlinux of the image (prebuilt: found beside it when None)
+    cmdline: str  # kernel command line of the side (perfab adds the console and init)
+    source: str | None  # source tree, tarball or git repository to build from; None: Debian's 6.1 tarball
+    ref: str | None  # with a git repository as source: the ref to build
+    base: str  # tinyconfig | defconfig | path of a .config
+    config: tuple[tuple[str, str], ...]  # options set on top of the base, e.g. (("PARAVIRT_SPINLOCKS", "n"),)
+    patches: tuple[str, ...]  # patch files applied to a private copy of the source
+
+
+@dataclass(frozen=True)
 class Variant:
     """One side of the comparison."""
 
@@ -83,6 +97,7 @@ class Variant:
     detect_pattern: str | None  # regex matched against detect's output
     git: str | None = None  # build this side from this commit of experiment.repo
     build: tuple[str, ...] = ()  # build command of this side (argv; one string runs with /bin/sh -c)
+    kernel: Kernel | None = None  # the kernel this side boots for its runs; None: runs on this machine
 
 
 @dataclass(frozen=True)
@@ -101,6 +116,12 @@ class Measure:
     profile_freq: int  # samples per second
     branch_sim: bool = False  # cachegrind: simulate branch predictors
     interrupts: tuple[str, ...] = ()  # /proc/interrupts rows counted over each run (machine-wide)
+    vcpus: int = 1  # guest backend: virtual CPUs of each side's guest
+    memory_mb: int = 512  # guest backend: guest memory
+    accel: str = "auto"  # guest backend: auto (KVM when a probe boots, else TCG) | tcg | kvm
+    files: tuple[str, ...] = ()  # guest backend: host files copied into the guest at the same path
+    vmstat: tuple[str, ...] = ()  # guest backend: /proc/vmstat rows counted over each run, in the guest
+    cache_sim: bool = False  # guest backend: simulate L1i/L1d/LL in the TCG plugin
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from typing import Any
 
 from perfab.errors import SpecError, UsageError
 from perfab.run.backends.cache_geometry import parse_level
-from perfab.spec import Experiment, Measure, MetricSpec, Sequential, Service, Variant, Workload
-from perfab.spec.schema import (BACKENDS, DIRECTIONS, FDR_METHODS, MAX_PLAN, MAX_RUNS, MAX_SWEEP_POINTS,
+from perfab.spec import Experiment, Kernel, Measure, MetricSpec, Sequential, Service, Variant, Workload
+from perfab.spec.schema import (ACCELS, BACKENDS, DIRECTIONS, FDR_METHODS, MAX_PLAN, MAX_RUNS, MAX_SWEEP_POINTS,
                                 MAX_WARMUP, METHODS, ORDERS, TOP_LEVEL, allowed, required)
 
 _TOML_NAMES = {dict: "table", list: "array", str: "string", int: "integer", float: "float", bool: "boolean"}
@@ -19,7 +19,10 @@ _NAME = re.compile(r"[A-Za-z0-9_.+-][A-Za-z0-9_.+ -]*")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _RESERVED_PARAMS = {"variant", "workload", "experiment", "metric", "value", "run_id", "seq", "warmup", "src", "build"}
-_CACHEGRIND_KEYS = ("l1i", "l1d", "ll", "branch_sim", "callgrind_toggle")
+_CACHEGRIND_KEYS = ("branch_sim", "callgrind_toggle")
+_GEOMETRY_KEYS = ("l1i", "l1d", "ll")
+_GUEST_KEYS = ("vcpus", "memory", "accel", "files", "vmstat", "cache_sim")
+_KCONFIG = re.compile(r"[A-Z0-9_]+")
 MAX_CPU = 8191  # sched_setaffinity masks perfab builds
 
 
@@ -191,11 +194,27 @@ class _Reader:
             sequential=sequential,
         )
         self.plan_size(exp)
+        self.kernel_sides(exp)
         for i, wl in enumerate(exp.workloads):
             if wl.service is not None and wl.service.counters and exp.measure.backend != "perf":
                 raise self.fail(f"workload[{i}].service.counters", "counts with perf stat",
                                 'set [measure] backend = "perf" or remove service.counters')
         return exp
+
+    def kernel_sides(self, exp: Experiment) -> None:
+        """Kernel sides go with the guest backend, every side boots one, and none is external."""
+        kernels = [v.kernel is not None for v in exp.variants]
+        guest = exp.measure.backend == "guest"
+        if any(kernels) and not guest:
+            raise self.fail("measure.backend", "sides with a [variant.kernel] boot a guest for each run",
+                            'set [measure] backend = "guest"')
+        if guest and not all(kernels):
+            side = exp.variants[kernels.index(False)].name
+            raise self.fail("measure.backend", f'"guest" boots each side\'s kernel, and side {side!r} names none',
+                            "add a [variant.kernel] table to every side (image = ... or a source to build)")
+        if guest and exp.variants[0].external:
+            raise self.fail("variant.external", "a kernel side is booted by perfab, not by the machine",
+                            "remove external (and detect) from the kernel sides")
 
     def sequential(self, e: dict, w: str) -> Sequential | None:
         """``runs = "auto"`` and its keys (which mean nothing without it)."""
@@ -268,12 +287,35 @@ class _Reader:
                 raise self.fail(f"{w}.git", f"{git!r} is not a git ref", 'name a branch, tag or commit, e.g. "v6.1"')
             out.append(Variant(self.name(t, w), self.env(t, w), self.strings(t, w, "wrap"), variables,
                                self.strings(t, w, "setup"), self.strings(t, w, "teardown"), external, detect, pattern,
-                               git, self.strings(t, w, "build")))
+                               git, self.strings(t, w, "build"), self.kernel(t, w)))
         self.unique([v.name for v in out], "variant")
         if any(v.external for v in out) and not all(v.external for v in out):
             raise self.fail("variant.external", "some sides are external and some are not",
                             "mark every side external = true (e.g. two booted kernels) or none")
         return tuple(out)
+
+    def kernel(self, t: dict, w: str) -> Kernel | None:
+        """A side's ``[variant.kernel]`` table: a prebuilt image, or what to build it from."""
+        k = self.get(t, w, "kernel", dict)
+        if k is None:
+            return None
+        w = f"{w}.kernel"
+        self.check_keys(k, w, "variant.kernel")
+        config = self.str_map(k, w, "config")
+        for name, value in config.items():
+            if not _KCONFIG.fullmatch(name.removeprefix("CONFIG_")):
+                raise self.fail(f"{w}.config.{name}", "is not a kernel config option name",
+                                'write it as in Kconfig, e.g. PARAVIRT_SPINLOCKS = "n"')
+        image = self.get(k, w, "image", str)
+        building = [key for key in ("source", "ref", "base", "config", "patches") if key in k]
+        if image is not None and building:
+            raise self.fail(f"{w}.image", f"a prebuilt image is not built: {', '.join(building)} would be ignored",
+                            f"remove {building[0]} or the image")
+        return Kernel(image, self.get(k, w, "symbols", str), self.get(k, w, "cmdline", str, ""),
+                      self.get(k, w, "source", str), self.get(k, w, "ref", str),
+                      self.get(k, w, "base", str, "tinyconfig"),
+                      tuple((n.removeprefix("CONFIG_"), v) for n, v in config.items()),
+                      self.strings(k, w, "patches"))
 
     def workloads(self, doc: dict) -> tuple[Workload, ...]:
         tables = self.get(doc, "", "workload", list)
@@ -426,6 +468,15 @@ class _Reader:
             if key in t and backend != "cachegrind":
                 raise self.fail(f"measure.{key}", f"is read by the cachegrind backend, not {backend!r}",
                                 f'set backend = "cachegrind" or remove {key}')
+        for key in _GUEST_KEYS:
+            if key in t and backend != "guest":
+                raise self.fail(f"measure.{key}", f"is read by the guest backend, not {backend!r}",
+                                f'set backend = "guest" (with [variant.kernel] sides) or remove {key}')
+        cache_sim = self.get(t, w, "cache_sim", bool, False)
+        for key in _GEOMETRY_KEYS:
+            if key in t and backend != "cachegrind" and not cache_sim:
+                raise self.fail(f"measure.{key}", f"is read by the cachegrind backend (or guest with cache_sim = true), "
+                                f"not {backend!r}", f'set backend = "cachegrind" or remove {key}')
         for key in ("l1i", "l1d", "ll"):
             geometry = self.get(t, w, key, str)
             if geometry is not None:
@@ -437,7 +488,18 @@ class _Reader:
                        self.get(t, w, "l1i", str), self.get(t, w, "l1d", str), self.get(t, w, "ll", str),
                        self.get(t, w, "callgrind_toggle", str), self.get(t, w, "profile", bool, False),
                        self.get(t, w, "profile_event", str), self.number(t, w, "profile_freq", 999, int, 1, 100_000),
-                       self.get(t, w, "branch_sim", bool, False), self.interrupt_rows(t, w))
+                       self.get(t, w, "branch_sim", bool, False), self.interrupt_rows(t, w),
+                       self.number(t, w, "vcpus", 1, int, 1, 64), self.number(t, w, "memory", 512, int, 64, 65536),
+                       self.choice(t, w, "accel", ACCELS, "auto"), self.strings(t, w, "files"),
+                       self.vmstat_rows(t, w), cache_sim)
+
+    def vmstat_rows(self, t: dict, w: str) -> tuple[str, ...]:
+        rows = self.strings(t, w, "vmstat")
+        for row in rows:
+            if not re.fullmatch(r"[a-z0-9_]+", row):
+                raise self.fail(f"{w}.vmstat", f"{row!r} is not a /proc/vmstat row name",
+                                'use the name as /proc/vmstat prints it, e.g. "pgfault" or "nr_tlb_remote_flush"')
+        return rows
 
     def interrupt_rows(self, t: dict, w: str) -> tuple[str, ...]:
         rows = self.strings(t, w, "interrupts")

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 ORDERS = ("interleaved", "alternate", "sequential", "random")
-BACKENDS = ("time", "perf", "cachegrind")
+BACKENDS = ("time", "perf", "cachegrind", "guest")
+ACCELS = ("auto", "tcg", "kvm")
+KERNEL_BASES = ("tinyconfig", "defconfig")
 FDR_METHODS = ("bh", "holm")
 METHODS = ("nonparametric", "exact", "normal")
 DIRECTIONS = ("higher", "lower", "none")
@@ -82,6 +84,25 @@ TABLES: dict[str, tuple[Key, ...]] = {
            "gives {src} and {build}."),
         _k("build", "array of strings", "experiment.build",
            "This side's build command (argv; one string runs with /bin/sh -c), in {src}, once per session."),
+        _k("kernel", "table", "none",
+           'The Linux kernel this side boots under QEMU for each run (see variant.kernel); needs backend = "guest".'),
+    ),
+    "variant.kernel": (
+        _k("image", "string", "none: build from source",
+           "A prebuilt kernel image (bzImage, e.g. /boot/vmlinuz-6.1.0-...-amd64) to boot on this side."),
+        _k("symbols", "string", "System.map-VERSION beside a /boot image",
+           "System.map or vmlinux of the image: names the kernel symbols counted."),
+        _k("cmdline", "string", '""', "Kernel command line of this side (perfab adds console=ttyS0 and its init)."),
+        _k("source", "string", "/usr/src/linux-source-6.1.tar.xz (package linux-source-6.1)",
+           "Kernel source tree, tarball or git repository to build from (out of tree, cached by source, resolved "
+           "config, patches and compiler)."),
+        _k("ref", "string", "none", "With a git repository as source: the branch, tag or commit to build."),
+        _k("base", "string", '"tinyconfig"',
+           f"Base config: {', '.join(KERNEL_BASES)} or the path of a .config (tinyconfig gets what the guest needs)."),
+        _k("config", "table of strings", "{}",
+           'Options on top of the base, e.g. {PARAVIRT_SPINLOCKS = "n", NR_CPUS = "4"}; one that does not exist or '
+           "that olddefconfig drops is refused before any build."),
+        _k("patches", "array of strings", "[]", "Patch files applied (in order) to a private copy of the source."),
     ),
     "workload": (
         _k("name", "string", "required", "Workload name: a row group in the report."),
@@ -128,13 +149,27 @@ TABLES: dict[str, tuple[Key, ...]] = {
         _k("backend", "string", '"time"', f"How runs are measured: {', '.join(BACKENDS)}."),
         _k("counters", "array of strings", "[]", "perf events to count (perf backend), e.g. [\"cycles\", \"instructions:k\"]."),
         _k("max_events_per_run", "integer", "probed", "PMU counter budget per run (perf backend)."),
-        _k("l1i", "string", "the host's", 'cachegrind I1 geometry "size,assoc,line", e.g. "32K,8,64".'),
+        _k("l1i", "string", "the host's",
+           'cachegrind (or guest cache_sim) I1 geometry "size,assoc,line", e.g. "32K,8,64".'),
         _k("l1d", "string", "the host's", "cachegrind D1 geometry."),
         _k("ll", "string", "the host's", "cachegrind last-level geometry."),
         _k("branch_sim", "boolean", "false", "cachegrind: simulate branch predictors (--branch-sim=yes)."),
         _k("callgrind_toggle", "string", "none", "Count only inside this function (callgrind --toggle-collect)."),
         _k("interrupts", "array of strings", "[]",
-           'Rows of /proc/interrupts counted over each run, machine-wide (e.g. ["TLB", "CAL"]): interrupts.TLB.'),
+           'Rows of /proc/interrupts counted over each run, machine-wide (e.g. ["TLB", "CAL"]): interrupts.TLB; '
+           "with the guest backend, the guest's."),
+        _k("vcpus", "integer", "1", 'guest backend: virtual CPUs of each guest, 1..64.'),
+        _k("memory", "integer", "512", "guest backend: guest memory in MiB, 64..65536."),
+        _k("accel", "string", '"auto"',
+           f"guest backend: {', '.join(ACCELS)}; auto uses KVM when a short probe boot works, else TCG."),
+        _k("files", "array of strings", "[]",
+           "guest backend: host files copied into each guest at the same path (the workload's program and its "
+           "libraries are copied without asking)."),
+        _k("vmstat", "array of strings", "[]",
+           'guest backend: /proc/vmstat rows counted over each run in the guest, e.g. ["pgfault"]: vmstat.pgfault.'),
+        _k("cache_sim", "boolean", "false",
+           "guest backend under TCG: simulate L1i, L1d and LL (geometry from l1i, l1d, ll, else 32K,8,64 / "
+           "32K,8,64 / 8M,16,64), split user/kernel."),
         _k("profile", "boolean", "false", "Also sample every run with perf record; per-symbol self-time diff."),
         _k("profile_event", "string", "cycles, or cpu-clock without a PMU", "Event perf record samples."),
         _k("profile_freq", "integer", "999", "Samples per second."),
@@ -155,7 +190,7 @@ def required(table: str) -> set[str]:
 def reference_markdown() -> str:
     """The spec reference for the README: one table per spec table."""
     heads = {"experiment": "[experiment]", "variant": "[[variant]]", "workload": "[[workload]]",
-             "workload.service": "[workload.service]", "workload.metric": "[[workload.metric]]",
+             "variant.kernel": "[variant.kernel]", "workload.service": "[workload.service]", "workload.metric": "[[workload.metric]]",
              "measure": "[measure]"}
     out: list[str] = []
     for table, keys in TABLES.items():

@@ -1,0 +1,110 @@
+"""A side's kernel made ready to boot, and the request of one run in its guest.
+
+``resolve_kernel`` turns a ``[variant.kernel]`` table into an image to boot
+and the symbols to name its code by: a prebuilt image as given (its
+System.map found beside it in /boot), or one built from source by
+``perfab.kernel.build`` (cached, so a warm session builds nothing).
+``choose_accel`` settles KVM or TCG once per session, and says which.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfab.errors import UsageError
+from perfab.spec import Measure, Variant
+
+TOP_SYMBOLS = 200  # kernel symbols named per run, by instructions and by L1i misses
+
+
+@dataclass(frozen=True)
+class KernelImage:
+    """A kernel ready to boot."""
+
+    image: Path  # bzImage / vmlinuz
+    symbols: Path | None  # System.map or vmlinux naming its code; None: counts are not attributed to symbols
+    label: str  # how reports name it, e.g. "vmlinuz-6.1.0-56-amd64" or "built 3f2a91c0d4e1"
+    vmlinux: Path | None = None  # the ELF image with symbols, for `perfab size` (built kernels)
+
+
+def resolve_kernel(variant: Variant, cache_root: Path, say) -> KernelImage:
+    """The image ``variant`` boots: prebuilt, or built from its source (see the module docstring)."""
+    k = variant.kernel
+    if k is None:
+        raise UsageError(f"side {variant.name!r} names no kernel; add a [variant.kernel] table")
+    if k.image is None:
+        return _built(variant, cache_root, say)
+    image = Path(k.image)
+    if not image.is_file():
+        raise UsageError(f"side {variant.name!r}: kernel image {k.image} not found; install linux-image-amd64 "
+                         "or fix variant.kernel.image")
+    symbols = Path(k.symbols) if k.symbols else _system_map(image)
+    if symbols is not None and not symbols.is_file():
+        raise UsageError(f"side {variant.name!r}: kernel symbols {symbols} not found; "
+                         "fix variant.kernel.symbols (a System.map or vmlinux)")
+    return KernelImage(image, symbols, image.name)
+
+
+def _system_map(image: Path) -> Path | None:
+    """``/boot/System.map-VERSION`` beside ``/boot/vmlinuz-VERSION``, when it is there."""
+    m = re.fullmatch(r"(?:vmlinuz|bzImage)-(.+)", image.name)
+    candidate = image.with_name(f"System.map-{m.group(1)}") if m else image.with_name("System.map")
+    return candidate if candidate.is_file() else None
+
+
+def _built(variant: Variant, cache_root: Path, say) -> KernelImage:
+    """Build (or find in the cache) the side's kernel from its source, config and patches."""
+    from perfab.kernel.build import build_kernel
+
+    art = build_kernel(kernel_request(variant), cache_root, say)
+    return KernelImage(Path(art.bzimage), Path(art.system_map), f"built {art.key[:12]}", Path(art.vmlinux))
+
+
+def kernel_request(variant: Variant):
+    """The ``perfab.kernel.build`` request of a side that builds its kernel."""
+    from perfab.kernel.build import KernelRequest
+
+    k = variant.kernel
+    return KernelRequest(source=k.source, ref=k.ref, base=k.base, options=k.config, patches=k.patches)
+
+
+def check_sides(variants, cache_root: Path, say) -> None:
+    """Check every side that builds a kernel (source, options, patches) before any of them is built."""
+    from perfab.kernel.build import check_kernel
+
+    for v in variants:
+        if v.kernel is not None and v.kernel.image is None:
+            plan = check_kernel(kernel_request(v), cache_root, say)
+            say(f"kernel of {v.name}: {plan.key[:12]} ({'built before' if plan.cached else 'to build'})")
+
+
+def choose_accel(asked: str, say) -> str:
+    """``kvm`` or ``tcg``: as asked, or by a short probe boot with ``auto``; no QEMU is a usage error."""
+    if shutil.which("qemu-system-x86_64") is None:
+        raise UsageError("no qemu-system-x86_64 on this machine; install qemu-system-x86 (make sysdeps)")
+    from perfab.kernel.qemu import probe_kvm
+
+    if asked == "tcg":
+        say("guest: TCG (as measure.accel asks)")
+        return "tcg"
+    works = probe_kvm()
+    if asked == "kvm" and not works:
+        raise UsageError("measure.accel = \"kvm\" but a KVM guest does not boot here (no /dev/kvm, or a nested "
+                         "guest that hangs); use accel = \"auto\" or \"tcg\"")
+    accel = "kvm" if works else "tcg"
+    say(f"guest: {accel.upper()} ({'a KVM probe boot worked' if works else 'KVM probe failed: emulating with TCG'})")
+    return accel
+
+
+def launch_request(kernel: KernelImage, variant: Variant, measure: Measure, accel: str, plugin: dict | None,
+                   argv: list[str], result: Path) -> dict:
+    """The JSON request ``perfab.kernel.launch`` reads for one run (its keys are listed there)."""
+    return {
+        "kernel": str(kernel.image), "symbols": str(kernel.symbols) if kernel.symbols else None,
+        "cmdline": variant.kernel.cmdline, "vcpus": measure.vcpus, "memory_mb": measure.memory_mb, "accel": accel,
+        "plugin": plugin, "argv": list(argv), "env": dict(variant.env), "files": list(measure.files),
+        "top": TOP_SYMBOLS, "result": str(result),
+    }

@@ -1,0 +1,177 @@
+"""The guest backend: each run boots the side's kernel under QEMU and runs the workload inside.
+
+The runner executes ``python -m perfab.kernel.launch REQUEST`` for a run;
+the launcher boots the side's kernel (``perfab.kernel.qemu``) with a
+perfab-built initramfs holding the workload, relays the workload's output
+and exit status, and leaves its readings in the run's scratch directory.
+
+Under TCG, perfab's plugin counts every guest instruction between the
+workload's start and its end, split user/kernel (``instructions:u``,
+``instructions:k``), optionally with simulated L1i/L1d/LL misses, and the
+kernel symbols that executed them (stored as the run's profile, percent of
+kernel instructions).  These counts are deterministic and are the rows to
+read; the guest's wall time is emulation time, so it is reported as
+``emulated_wall_s`` and judged by rank like any timing.  Under KVM the
+plugin cannot run: wall time (``guest_wall_s``) and the in-guest counters
+are the readings.  ``/proc/interrupts`` rows (``interrupts.<ROW>``) and
+``/proc/vmstat`` rows (``vmstat.<row>``) are read in the guest around the
+workload.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from perfab.errors import UsageError
+from perfab.machine.interrupts import COSTS
+from perfab.run.backends.base import Measurement, MetricInfo
+from perfab.run.backends.cache_geometry import parse_level
+from perfab.spec import Measure, Variant
+
+REQUEST, RESULT = "guest-request.json", "guest-result.json"
+DEFAULT_GEOMETRY = {"l1i": "32K,8,64", "l1d": "32K,8,64", "ll": "8M,16,64"}
+SIMULATION_NOTE = ("counts from perfab's QEMU TCG plugin over the workload's window: instructions and simulated "
+                   "caches of the emulated CPU, not of real hardware")
+_COUNTS = {  # the launcher's count -> metric name
+    "insns_user": "instructions:u", "insns_kernel": "instructions:k",
+    "l1i_misses_user": "I1 misses:u", "l1i_misses_kernel": "I1 misses:k",
+    "l1d_misses_user": "D1 misses:u", "l1d_misses_kernel": "D1 misses:k",
+    "ll_misses_user": "LL misses:u", "ll_misses_kernel": "LL misses:k",
+}
+
+
+class GuestBackend:
+    """Boots the side's kernel for every run; see the module docstring."""
+
+    name = "guest"
+    wraps_workload = True  # the executed command is the launcher: wait4's rusage is QEMU's
+    own_interrupts = True  # measure.interrupts are read inside the guest
+    simulated = True  # rusage of the launcher says nothing about the workload
+
+    def __init__(self, measure: Measure, cache_root: Path = Path(".perfab/kernel")):
+        self.measure, self.cache_root = measure, cache_root
+        self.kernels: dict[str, object] = {}  # side -> perfab.kernel.boot image (resolved by prepare)
+        self.accel: str | None = None
+
+    def prepare(self, variants: tuple[Variant, ...], say) -> None:
+        """Each side's kernel image (built from source when asked), and the accelerator, before any run."""
+        from perfab.kernel.sides import check_sides, choose_accel, resolve_kernel
+
+        check_sides(variants, self.cache_root, say)
+        for v in variants:
+            self.kernels[v.name] = resolve_kernel(v, self.cache_root, say)
+        self.accel = choose_accel(self.measure.accel, say)
+
+    def for_side(self, variant: Variant) -> "GuestSide":
+        if variant.name not in self.kernels:
+            raise UsageError(f"side {variant.name!r} has no prepared kernel; this is a bug in the caller: "
+                             "call prepare() with every side first")
+        return GuestSide(self, variant)
+
+    def groups(self) -> tuple[tuple[str, ...], ...]:
+        return ((),)
+
+    def wrap(self, argv: list[str], scratch: Path, group: tuple[str, ...]) -> list[str]:
+        raise UsageError("the guest backend measures a side at a time: use for_side(variant).wrap")
+
+    def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
+        return read_result(Path(scratch) / RESULT, self.measure.interrupts, self.measure.vmstat)
+
+    def metric_info(self) -> dict[str, MetricInfo]:
+        info = {name: MetricInfo("count", higher_is_better=False, exact=True) for name in _COUNTS.values()}
+        info["emulated_wall_s"] = MetricInfo("s", higher_is_better=False)
+        info["guest_wall_s"] = MetricInfo("s", higher_is_better=False)
+        info.update({f"interrupts.{r}": MetricInfo("count", False if r in COSTS else None)
+                     for r in self.measure.interrupts})
+        info.update({f"vmstat.{r}": MetricInfo("count", None) for r in self.measure.vmstat})
+        return info
+
+    def plugin_options(self) -> dict | None:
+        """What the TCG plugin is asked to count (None under KVM, where no plugin runs)."""
+        if self.accel != "tcg":
+            return None
+        if not self.measure.cache_sim:
+            return {"cache": False}
+        levels = {key: getattr(self.measure, key) or DEFAULT_GEOMETRY[key] for key in DEFAULT_GEOMETRY}
+        return {"cache": True, **{key: _plugin_geometry(key, text) for key, text in levels.items()}}
+
+
+def _plugin_geometry(key: str, text: str) -> str:
+    """``"32K,8,64"`` (the spec's, cachegrind's) as the plugin's ``"32768:8:64"`` (bytes:ways:bytes)."""
+    level = parse_level(key, text)
+    return f"{level.size_bytes}:{level.assoc}:{level.line_bytes}"
+
+
+class GuestSide:
+    """The guest backend bound to one side: its kernel and command line go into each run's request."""
+
+    def __init__(self, parent: GuestBackend, variant: Variant):
+        self.parent, self.variant = parent, variant
+        self.name, self.wraps_workload, self.own_interrupts = parent.name, True, True
+        self.simulated = True
+
+    def groups(self) -> tuple[tuple[str, ...], ...]:
+        return self.parent.groups()
+
+    def wrap(self, argv: list[str], scratch: Path, group: tuple[str, ...]) -> list[str]:
+        """Write the run's request beside its scratch files; the launcher is what the runner executes."""
+        request = Path(scratch) / REQUEST
+        request.write_text(json.dumps(self.request(argv, Path(scratch) / RESULT)))
+        return [sys.executable, "-m", "perfab.kernel.launch", str(request)]
+
+    def request(self, argv: list[str], result: Path) -> dict:
+        """The launcher's request for one run of ``argv`` on this side."""
+        from perfab.kernel.sides import launch_request
+
+        return launch_request(self.parent.kernels[self.variant.name], self.variant, self.parent.measure,
+                              self.parent.accel, self.parent.plugin_options(), argv, result)
+
+    def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
+        return self.parent.collect(scratch, group, status)
+
+    def metric_info(self) -> dict[str, MetricInfo]:
+        return self.parent.metric_info()
+
+
+def read_result(path: Path, interrupts: tuple[str, ...] = (), vmstat: tuple[str, ...] = ()) -> Measurement:
+    """The launcher's result file as a measurement; no file means the launcher itself died."""
+    try:
+        result = json.loads(path.read_text())
+    except FileNotFoundError:
+        return Measurement({}, failure="the guest launcher left no result (killed, or timed out before the boot "
+                                       "ended): see the run's stderr")
+    except (OSError, ValueError) as e:
+        return Measurement({}, failure=f"the guest launcher's result is unreadable ({e})")
+    accel = result.get("accel") or "?"
+    notes = [f"guest: {accel.upper()}, {result.get('vcpus_seen') or '?'} vCPUs seen, booted and powered off in "
+             f"{result.get('host_wall_s') or 0:.1f} s"]
+    if result.get("failure"):
+        tail = " | ".join(str(result.get("console_tail") or "").strip().splitlines()[-3:])
+        return Measurement({}, notes=tuple(notes), failure=f"{result['failure']}; console: {tail}"[:600])
+    if accel == "tcg":
+        notes.append(SIMULATION_NOTE)
+    counts = result.get("counts") or {}
+    return Measurement(_metrics(result, accel, interrupts, vmstat), notes=tuple(notes),
+                       profile=_profile(result.get("symbols") or {}, counts.get("insns_kernel") or 0))
+
+
+def _metrics(result: dict, accel: str, interrupts: tuple[str, ...], vmstat: tuple[str, ...]) -> dict[str, float]:
+    """Counts, wall time and the asked-for in-guest counter deltas of one run."""
+    counts = result.get("counts") or {}
+    metrics = {_COUNTS[k]: float(v) for k, v in counts.items() if k in _COUNTS}
+    wall = result.get("guest_wall_s")
+    if wall is not None:
+        metrics["emulated_wall_s" if accel == "tcg" else "guest_wall_s"] = float(wall)
+    deltas = result.get("deltas") or {}
+    metrics.update({f"interrupts.{r}": float(deltas.get(f"irq.{r}", 0)) for r in interrupts})
+    metrics.update({f"vmstat.{r}": float(deltas.get(f"vmstat.{r}", 0)) for r in vmstat})
+    return metrics
+
+
+def _profile(symbols: dict, kernel_insns: float) -> dict[str, float]:
+    """The top kernel symbols by instructions, each as percent of the window's kernel instructions."""
+    if not kernel_insns:
+        return {}
+    return {f"[k] {name}": 100.0 * insns / kernel_insns for name, insns, *_ in symbols.get("by_insns", [])}
