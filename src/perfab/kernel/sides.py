@@ -108,3 +108,24 @@ def launch_request(kernel: KernelImage, variant: Variant, measure: Measure, acce
         "plugin": plugin, "argv": list(argv), "env": dict(variant.env), "files": list(measure.files),
         "top": TOP_SYMBOLS, "result": str(result),
     }
+
+
+def plan_lines(variants, measure: Measure, cache_root: Path) -> list[str]:
+    """What ``perfab plan`` shows of each kernel side: its build (checked, not run) and its boots."""
+    lines = ["guest: one boot per run, "
+             f"{measure.vcpus} vCPU{'s' if measure.vcpus > 1 else ''}, {measure.memory_mb} MiB, accel {measure.accel}"]
+    for v in variants:
+        k = v.kernel
+        if k.image is not None:
+            what = f"boots {k.image}"
+        else:
+            from perfab.kernel.build import check_kernel
+
+            plan = check_kernel(kernel_request(v), cache_root, lambda line: None)
+            options = " ".join(f"{n}={val}" for n, val in k.config)
+            patches = f", {len(k.patches)} patch{'es' if len(k.patches) != 1 else ''}" if k.patches else ""
+            what = (f"builds {k.source or 'linux-source-6.1'}{' @ ' + k.ref if k.ref else ''} ({k.base}"
+                    f"{' ' + options if options else ''}{patches}): {plan.key[:12]}, "
+                    f"{'cached, no build' if plan.cached else 'to build'}; boots it")
+        lines.append(f"  kernel {v.name}: {what}, cmdline {k.cmdline!r}")
+    return lines

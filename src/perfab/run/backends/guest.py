@@ -64,6 +64,11 @@ class GuestBackend:
             self.kernels[v.name] = resolve_kernel(v, self.cache_root, say)
         self.accel = choose_accel(self.measure.accel, say)
 
+    def plan_lines(self, variants: tuple[Variant, ...]) -> list[str]:
+        from perfab.kernel.sides import plan_lines
+
+        return plan_lines(variants, self.measure, self.cache_root)
+
     def for_side(self, variant: Variant) -> "GuestSide":
         if variant.name not in self.kernels:
             raise UsageError(f"side {variant.name!r} has no prepared kernel; this is a bug in the caller: "
