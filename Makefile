@@ -2,6 +2,7 @@
 #   make demo   run the bundled default experiment and print its report
 #   make test   run the whole test suite
 #   make studies  run the four bundled studies (examples/00N-*/) and print their tables
+#   make kernel-studies  run the studies on real kernels (builds and boots Linux 6.1 under QEMU)
 
 PYTHON ?= python3
 VENV   := .venv
@@ -13,7 +14,7 @@ SITES  ?= 2048
 # rustup's toolchain (Debian's cargo is too old for the native crates)
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test studies sysdeps workloads native clean
+.PHONY: demo test studies sysdeps workloads native clean kernel-deps kernel-studies
 
 demo: $(STAMP) workloads
 	rm -f .perfab/demo.db .perfab/demo.db-wal .perfab/demo.db-shm
@@ -57,6 +58,36 @@ sysdeps:
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
+
+# What building and booting a kernel side needs: Debian's 6.1 source, the kernel's
+# build tools, QEMU and a static busybox for the guest; installed only if absent.
+kernel-deps:
+	@missing=""; \
+	[ -f /usr/src/linux-source-6.1.tar.xz ] || missing="$$missing linux-source-6.1"; \
+	command -v make >/dev/null 2>&1 || missing="$$missing make"; \
+	command -v $(CC) >/dev/null 2>&1 || missing="$$missing gcc"; \
+	command -v ld >/dev/null 2>&1 || missing="$$missing binutils"; \
+	command -v flex >/dev/null 2>&1 || missing="$$missing flex"; \
+	command -v bison >/dev/null 2>&1 || missing="$$missing bison"; \
+	command -v bc >/dev/null 2>&1 || missing="$$missing bc"; \
+	command -v cpio >/dev/null 2>&1 || missing="$$missing cpio"; \
+	command -v perl >/dev/null 2>&1 || missing="$$missing perl"; \
+	command -v xz >/dev/null 2>&1 || missing="$$missing xz-utils"; \
+	command -v git >/dev/null 2>&1 || missing="$$missing git"; \
+	command -v patch >/dev/null 2>&1 || missing="$$missing patch"; \
+	[ -f /usr/include/gelf.h ] || missing="$$missing libelf-dev"; \
+	[ -f /usr/include/openssl/ssl.h ] || missing="$$missing libssl-dev"; \
+	command -v qemu-system-x86_64 >/dev/null 2>&1 || missing="$$missing qemu-system-x86"; \
+	dpkg -s busybox-static >/dev/null 2>&1 || missing="$$missing busybox-static"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+# The studies on real kernels (issue 15); kernels are cached under .perfab/kernel.
+kernel-studies: $(STAMP) kernel-deps
+	# the kernel studies are run here
+	PERFAB_KERNEL_BUILDS=1 $(PY) -m pytest -q tests/kernel_build
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
