@@ -17,6 +17,7 @@ directly.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Callable, TextIO
 
@@ -28,8 +29,21 @@ DEFAULT_DB = ".perfab/results.db"
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse that reports through ``main``: a usage error raises, ``--help`` returns instead of exiting."""
+
     def error(self, message: str):
         raise UsageError(f"{message}; see `{self.prog} --help`")
+
+    def exit(self, status: int = 0, message: str | None = None):
+        raise _HelpShown(status)
+
+
+class _HelpShown(Exception):
+    """``--help`` was printed: ``main`` returns the status instead of the process exiting."""
+
+    def __init__(self, status: int):
+        super().__init__(status)
+        self.status = status  # the exit status argparse asked for (0 after help)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,7 +137,7 @@ def _report_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", dest="show_all",
                    help="also show parser metrics that have no declared direction")
     p.add_argument("--absolute", action="store_true",
-                   help="with three or more sides, show each side's median instead of % of the baseline")
+                   help="with three or more sides, show each side's median instead of %% of the baseline")
 
 
 def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -136,11 +150,14 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: Te
         return size_main(argv[1:], stdout, stderr)
     args = None
     try:
-        args = build_parser().parse_args(argv)
+        with contextlib.redirect_stdout(stdout):  # --help prints to main's stdout
+            args = build_parser().parse_args(argv)
         if not args.command:
             build_parser().print_help(stdout)
             return 2
         return COMMANDS[args.command](args, stdout, stderr)
+    except _HelpShown as shown:
+        return shown.status
     except PerfabError as e:
         print(f"perfab: {e}", file=stderr)
         return e.exit_code
