@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Callable
 
 from perfab.errors import PerfabError, UsageError
+from perfab.machine.busy import Busy, BusyMeter
 from perfab.plan import PlannedRun, block_of, blocks_for, first_blocks, make_plan
 from perfab.run.backends import Backend
 from perfab.run.around import Around
@@ -110,6 +111,8 @@ class Runner:
         self._cpus = None if exp.pin is None else pinned_cpus(exp.pin, exp.path)
         self.recorder = _recorder(exp)
         self.sources: dict = {}  # side -> perfab.run.build.Source, for sides built from source
+        self.busy = BusyMeter() if getattr(executor, "resolves_programs", True) else None  # other work, real runs
+        self._busy_before: Busy | None = None  # what a resumed session measured before
 
     # -- sessions -----------------------------------------------------------
 
@@ -125,6 +128,7 @@ class Runner:
                 raise UsageError(f"{self.exp.path} changed since session {pending.id} began; restore it "
                                  "or start a new session with --new-session")
             self.store.claim(pending.id, takeover)
+            self._busy_before = Busy.from_env(pending.environment)
             session, side = pending.id, pending.side
             self.sources = self._build([side] if side else None)
             todo = self.store.remaining(session)
@@ -190,6 +194,7 @@ class Runner:
         finally:
             shutil.rmtree(scratch_root, ignore_errors=True)
             try:
+                self._record_busy(session)
                 self.store.finish_session(session, status, stop_reason if status == "finished" else None)
             except PerfabError as e:
                 self.say(f"warning: could not record the session's end ({e})")
@@ -251,7 +256,7 @@ class Runner:
                     ctx.__enter__()
                     context.append(ctx)
                 self.progress(i, total, f"{workload.name} {variant.name}")
-                rec = self._one(planned, workload, variant, parse, scratch_root, context[0])
+                rec = self._measured_one(planned, workload, variant, parse, scratch_root, context[0])
                 for _ in range(TRANSIENT_RETRIES):
                     if not rec.transient or signals.count:
                         break
@@ -283,6 +288,24 @@ class Runner:
                 self.say(f"warning: {e}")
 
     # -- one run ------------------------------------------------------------
+
+    def _measured_one(self, planned, workload, variant, parse, scratch_root, ctx) -> RunRecord:
+        """One run, with other work on the machine over its window summed (``perfab.machine.busy``)."""
+        if self.busy is None:
+            return self._one(planned, workload, variant, parse, scratch_root, ctx)
+        self.busy.start()
+        rec = self._one(planned, workload, variant, parse, scratch_root, ctx)
+        self.busy.stop(_run_cpu_s(rec))
+        return rec
+
+    def _record_busy(self, session: int) -> None:
+        """Store the session's other-work sums in its environment and say when the machine was busy."""
+        if self.busy is None or self.busy.total.runs == 0:
+            return
+        total = self.busy.total if self._busy_before is None else self._busy_before.add(self.busy.total)
+        self.store.add_environment(session, total.to_env())
+        if (warning := total.warning()) is not None:
+            self.say(f"warning: {warning}")
 
     def _one(self, planned: PlannedRun, workload: Workload, variant: Variant, parse, scratch_root: Path,
              ctx: SideContext) -> RunRecord:
@@ -366,6 +389,13 @@ class Runner:
         if workload.cwd is None:
             return None
         return expand(workload.cwd, values, f"workload {workload.name!r} cwd")
+
+
+def _run_cpu_s(rec: RunRecord) -> float | None:
+    """The CPU time a run used: the measured command's (wait4 rusage) and its service's; None if unknown."""
+    if rec.user_s is None or rec.sys_s is None:
+        return None
+    return rec.user_s + rec.sys_s + rec.metrics.get("service_cpu_s", 0.0)
 
 
 def _shim_rusage(path: Path) -> dict | None:
