@@ -75,6 +75,17 @@ def build_parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="print the run order a spec would use, without running")
     plan.add_argument("spec")
     plan.add_argument("--side", help="plan only this external side")
+    plan.add_argument("--try", action="store_true", dest="trial",
+                      help="run each workload once per side and sweep point (not stored) and show what each "
+                           "metric reads; exit 1 when a run fails")
+    plan.add_argument("--all", action="store_true", dest="show_all",
+                      help="with --try: also list the readings perfab takes itself (rusage, counters)")
+
+    prs = sub.add_parser("parse", help="read a saved workload output with the spec's parser, without running")
+    prs.add_argument("spec", help="experiment TOML whose workload names the parser and its options")
+    prs.add_argument("output", metavar="OUTPUT-FILE", help="the workload's stdout, saved to a file")
+    prs.add_argument("--stderr", metavar="FILE", help="the workload's stderr, for parsers that read it")
+    prs.add_argument("--workload", metavar="NAME", help="the workload whose parser to use (default: the only one)")
 
     bis = sub.add_parser("bisect", help="find the commit that made a metric regress (sides built from git)")
     bis.add_argument("spec", help="experiment TOML whose first variant builds a commit ({src}, {build})")
@@ -278,6 +289,8 @@ def cmd_plan(args, stdout, stderr) -> int:
     sides = [args.side] if args.side else None
     if args.side:
         exp.variant(args.side)  # raises for an unknown name
+    if args.trial:
+        return _try(exp, args, stdout, stderr)
     chosen = [v for v in exp.variants if sides is None or v.name in sides]
     sources = resolve(exp, chosen)
     built = [v.name for v in chosen if v.name in sources]
@@ -288,6 +301,35 @@ def cmd_plan(args, stdout, stderr) -> int:
         print(f"sequential: blocks after the first {exp.sequential.min_runs} runs per side run only while rows "
               f"are undecided (at most {exp.sequential.max_runs} per side)", file=stdout)
     for line in build_lines(sources) + plan_lines(exp, make_plan(exp, sides, len(groups)), groups, sources):
+        print(line, file=stdout)
+    return 0
+
+
+def _try(exp, args, stdout, stderr) -> int:
+    """``plan --try``: one run per side and point, what each metric read; 1 when a run failed."""
+    from perfab.report.trial import trial_lines
+    from perfab.run.trial import try_spec
+
+    with _progress(stderr) as progress:
+        trials = try_spec(exp, args.side, say=progress.log)
+    declared = {w.name: {m.name for m in w.metrics} for w in exp.workloads}
+    for line in trial_lines(trials, declared, args.show_all):
+        print(line, file=stdout)
+    failed = [t for t in trials if t.status != "ok"]
+    if failed:
+        print(f"perfab: {len(failed)} of {len(trials)} trial runs failed (first: {failed[0].reason}); fix the "
+              "workload or its parser before `perfab run`", file=stderr)
+        return 1
+    return 0
+
+
+def cmd_parse(args, stdout, stderr) -> int:
+    from perfab.report.trial import parsed_lines
+    from perfab.run.trial import parse_output
+    from perfab.spec import load_spec
+
+    workload, parsed = parse_output(load_spec(args.spec), args.workload, args.output, args.stderr)
+    for line in parsed_lines(workload.name, parsed):
         print(line, file=stdout)
     return 0
 
@@ -407,6 +449,7 @@ COMMANDS: dict[str, Callable] = {
     "counters": cmd_counters, "screen": cmd_screen, "submit": cmd_submit, "worker": cmd_worker,
 }
 COMMANDS["history"] = cmd_history
+COMMANDS["parse"] = cmd_parse
 
 
 class _progress:

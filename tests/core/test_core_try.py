@@ -1,0 +1,86 @@
+"""``perfab plan --try`` and ``perfab parse``: a parser checked before a session is spent on it.
+
+Regression: a regex that failed at one sweep point only cost 23 failed runs before the abort.  The trial
+runs each workload once per side and point, for real (sh printing the figures), and stores nothing.
+"""
+
+from __future__ import annotations
+
+import re
+
+from core_helpers import REPO, cli
+
+# n = 1 prints "1000.5", which the integer-only pattern cannot read; n = 3 and 10 print whole numbers.
+SWEEP = r'''
+[experiment]
+name = "try-sweep"
+runs = 10
+
+[[variant]]
+name = "a"
+
+[[variant]]
+name = "b"
+
+[[workload]]
+name = "count"
+shell = true
+argv = "n={n}; if [ $n -gt 2 ]; then echo \"rate: $((n*1000)) items/s\"; else echo \"rate: $((n*1000)).5 items/s\"; fi"
+parser = "regex"
+parser_options = { patterns = { rate = 'rate: (\d+) items/s' }, units = { rate = "items/s" } }
+params = { n = [1, 3, 10] }
+'''
+
+
+def test_a_parser_failing_at_one_sweep_point_shows_there_and_nothing_is_stored(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "spec.toml").write_text(SWEEP)
+    code, out, err = cli("plan", "spec.toml", "--try")
+    assert code == 1
+    assert "2 of 6 trial runs failed" in err and "fix the workload or its parser" in err
+    assert out.startswith("TRY: one run per side and sweep point, not stored (4 ok, 2 failed)")
+    for side in ("a", "b"):
+        assert re.search(rf"FAILED  count on {side} at n=1: output not parsed: regex for metric 'rate' matched "
+                         "nothing", out)
+        for n in (3, 10):
+            block = out.split(f"ok      count on {side} at n={n}\n")[1]
+            assert block.splitlines()[0].split() == ["rate", f"{n * 1000:,}", "items/s", "(parser)"]
+    assert "stdout ends | rate: 1000.5 items/s" in out  # what the pattern missed, to fix it by
+    assert not (tmp_path / ".perfab").exists()  # no results database was written
+
+
+def test_a_trial_that_reads_everything_exits_0_and_all_lists_perfabs_own_readings(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "spec.toml").write_text(SWEEP.replace(r"(\d+)", r"([\d.]+)"))
+    code, out, err = cli("plan", "spec.toml", "--try")
+    assert code == 0, err
+    assert "(6 ok, 0 failed)" in out and "FAILED" not in out
+    assert "1,000.5 items/s" in out or "1,000.50 items/s" in out
+    assert "reading(s) perfab takes itself" in out and "user_s" not in out
+    code, out, _ = cli("plan", "spec.toml", "--try", "--all")
+    assert code == 0 and "user_s" in out and "(rusage)" in out
+
+
+def test_parse_reads_a_saved_output_with_the_specs_parser():
+    """The demo's recorded lockbench output (tests/data/keyvalue/NOTE.md) through examples/default.toml."""
+    saved = REPO / "tests" / "data" / "keyvalue" / "lockbench_inline_256sites.txt"
+    code, out, err = cli("parse", str(REPO / "examples" / "default.toml"), str(saved))
+    assert code == 0, err
+    printed = dict(line.split(": ") for line in saved.read_text().splitlines())
+    got = {line.split()[0]: line.split()[1] for line in out.splitlines()}
+    assert set(got) == set(printed)
+    assert got["ops/s"] == f"{int(printed['ops/s']):,}"
+
+
+def test_parse_says_what_the_parser_missed(tmp_path):
+    (tmp_path / "spec.toml").write_text(SWEEP)
+    (tmp_path / "out.txt").write_text("rate: 1000.5 items/s\n")
+    code, out, err = cli("parse", str(tmp_path / "spec.toml"), str(tmp_path / "out.txt"))
+    assert code != 0 and out == ""
+    assert err.startswith("perfab: regex for metric 'rate' matched nothing") and len(err.splitlines()) == 1
+
+
+def test_parse_of_a_missing_file_is_one_line_and_exit_2(tmp_path):
+    (tmp_path / "spec.toml").write_text(SWEEP)
+    code, _, err = cli("parse", str(tmp_path / "spec.toml"), str(tmp_path / "nope.txt"))
+    assert code == 2 and err.startswith("perfab: cannot read ") and len(err.splitlines()) == 1
