@@ -84,3 +84,39 @@ def test_parse_of_a_missing_file_is_one_line_and_exit_2(tmp_path):
     (tmp_path / "spec.toml").write_text(SWEEP)
     code, _, err = cli("parse", str(tmp_path / "spec.toml"), str(tmp_path / "nope.txt"))
     assert code == 2 and err.startswith("perfab: cannot read ") and len(err.splitlines()) == 1
+
+
+def test_a_sweep_point_no_run_of_which_parses_aborts_after_three(tmp_path, monkeypatch):
+    """Regression: 23 runs failed before the general failure limit stopped the session."""
+    import sqlite3
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "spec.toml").write_text(SWEEP)
+    code, out, err = cli("run", "spec.toml", "--db", "r.db")
+    assert code == 1 and out == ""
+    message = err.strip().splitlines()[-1]
+    assert message.startswith("perfab: aborted: the first 3 runs of workload 'count' at n=1 all failed to parse")
+    assert "perfab plan spec.toml --try" in message and "fresh --db" in message
+    db = sqlite3.connect(tmp_path / "r.db")
+    failed = db.execute("SELECT count(*) FROM runs WHERE status = 'failed'").fetchone()[0]
+    parsed = db.execute("SELECT count(*) FROM runs WHERE status = 'ok'").fetchone()[0]
+    assert failed == 3  # the general limit would have allowed 15 (a quarter of 60 runs)
+    assert parsed > 0  # the other points' runs before the abort are kept
+    assert db.execute("SELECT status FROM sessions").fetchone()[0] == "aborted"
+
+
+def test_sessions_read_by_different_parsers_are_pooled_only_with_a_warning_naming_them(tmp_path, monkeypatch):
+    """Regression: after a parser fix, --new-session pooled the first session's runs (only those that parsed)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "spec.toml").write_text(SWEEP)
+    assert cli("run", "spec.toml", "--db", "r.db")[0] == 1  # aborted at n=1
+    (tmp_path / "spec.toml").write_text(SWEEP.replace(r"(\d+)", r"([\d.]+)"))
+    code, out, err = cli("run", "spec.toml", "--db", "r.db", "--new-session", "--format", "json")
+    assert code == 0, err
+    import json
+
+    warnings = json.loads(out)["warnings"]
+    (warning,) = [w for w in warnings if "different parsers" in w]
+    assert warning.startswith("count: sessions read their outputs with different parsers (regex ")
+    assert r'"rate: (\\d+) items/s"' in warning and r'"rate: ([\\d.]+) items/s"' in warning
+    assert "biased subset" in warning

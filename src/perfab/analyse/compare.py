@@ -380,6 +380,7 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index)
     workloads = {json.dumps(_workload_tables(s.spec_text), sort_keys=True) for s in sessions}
     if len(workloads) > 1:
         warnings.append("the workloads changed between sessions: runs of different commands are pooled")
+        warnings += _parser_changes(sessions)
     if spec.order == "sequential":
         warnings.append("sequential order: slow drift of the machine is confounded with the change")
     for w in spec.workloads:
@@ -387,6 +388,20 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index)
         for variant, reasons in info.failed.items():
             warnings.append(f"{info.name}: {len(reasons)} failed run(s) on {variant} (first: {reasons[0]})")
     return warnings
+
+
+def _parser_changes(sessions: list[Session]) -> list[str]:
+    """One warning per workload whose parser (or its options) differs between sessions, naming each parser."""
+    seen: dict[str, list[str]] = defaultdict(list)
+    for s in sessions:
+        for w in _workload_tables(s.spec_text) or []:
+            if isinstance(w, dict) and "name" in w:
+                parser = f"{w.get('parser', 'none')} {json.dumps(w.get('parser_options', {}), sort_keys=True)}"
+                if parser not in seen[str(w["name"])]:
+                    seen[str(w["name"])].append(parser)
+    return [f"{name}: sessions read their outputs with different parsers ({'; then '.join(p)}): runs that one "
+            "parser could not read are missing from the pool, which may be a biased subset; run the fixed spec "
+            "into a fresh --db" for name, p in seen.items() if len(p) > 1]
 
 
 def _workload_tables(text: str):

@@ -68,6 +68,25 @@ class SessionResult:
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 TRANSIENT_RETRIES = 2  # a run failed by a race of the measuring tool (perf stat losing the status) runs again
+UNPARSED_ABORT = 3  # this many runs of one sweep point (warm-ups too) unparsed, none parsed: abort
+
+
+class _Unparsed:
+    """Counts, per workload and sweep point, runs (warm-ups too) whose output the parser could not read."""
+
+    def __init__(self):
+        self.failed: dict[tuple, int] = {}  # (workload, point) -> unparsed runs while none parsed
+        self.parsed: set[tuple] = set()  # (workload, point) with a run that parsed
+
+    def hopeless(self, planned: PlannedRun, rec: RunRecord) -> bool:
+        """True once ``UNPARSED_ABORT`` runs of this run's point failed to parse and none of it parsed."""
+        key = (planned.workload, planned.params)
+        if rec.status == "ok":
+            self.parsed.add(key)
+        if key in self.parsed or not (rec.reason or "").startswith("output not parsed"):
+            return False
+        self.failed[key] = self.failed.get(key, 0) + 1
+        return self.failed[key] >= UNPARSED_ABORT
 
 
 class _Signals:
@@ -179,6 +198,7 @@ class Runner:
             measured = max(measured, self.exp.sequential.max_runs * len(self.exp.variants) * len(self.exp.workloads))
         limit = self.exp.max_failures if self.exp.max_failures is not None else max(3, measured // 4)
         self._failed, self._done, self._last_failure = 0, 0, ""
+        self._unparsed, self._why_abort = _Unparsed(), None
         status, stop_reason = "aborted", None  # unless the loop says otherwise; an exception leaves it resumable
         scratch_root = Path(tempfile.mkdtemp(prefix="perfab-"))
         try:
@@ -198,6 +218,8 @@ class Runner:
                 self.store.finish_session(session, status, stop_reason if status == "finished" else None)
             except PerfabError as e:
                 self.say(f"warning: could not record the session's end ({e})")
+        if status == "aborted" and self._why_abort is not None:
+            raise PerfabError(self._why_abort)
         if status == "aborted":
             raise PerfabError(f"aborted after {self._failed} failed runs (last: {self._last_failure}); fix the "
                               "workload or raise experiment.max_failures, then continue with --resume")
@@ -273,6 +295,9 @@ class Runner:
                     self.say(f"run {planned.seq} ({workload.name}, {variant.name}) failed: {rec.reason}")
                     if self._failed > limit:
                         return "aborted"
+                if self._unparsed.hopeless(planned, rec):
+                    self._why_abort = _unparsed_abort(self.exp, planned, rec)
+                    return "aborted"
                 if rec.status == "failed" and context[0].service_problem():
                     context.pop().__exit__(None, None, None)  # the next run starts a fresh server
                 if rec.status == "interrupted":
@@ -389,6 +414,15 @@ class Runner:
         if workload.cwd is None:
             return None
         return expand(workload.cwd, values, f"workload {workload.name!r} cwd")
+
+
+def _unparsed_abort(exp: Experiment, planned: PlannedRun, rec: RunRecord) -> str:
+    """The abort message when a sweep point's output cannot be parsed at all."""
+    point = " at " + " ".join(f"{k}={v}" for k, v in planned.params) if planned.params else ""
+    return (f"aborted: the first {UNPARSED_ABORT} runs of workload {planned.workload!r}{point} all failed to "
+            f"parse ({rec.reason}); check every point with `perfab plan {exp.path} --try`, fix the parser "
+            "(or the workload) and run it into a fresh --db: a new session here would pool this one's runs, "
+            "which only the points that parsed kept")
 
 
 def _run_cpu_s(rec: RunRecord) -> float | None:
