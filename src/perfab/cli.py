@@ -92,7 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     bis.add_argument("--good", required=True, help="a commit (ref) without the regression")
     bis.add_argument("--bad", required=True, help="a later commit with it")
     bis.add_argument("--metric", help="the metric to bisect (default: the spec's primary metric)")
-    bis.add_argument("--retries", type=int, default=2, help="extra sessions for an undecided commit (default 2)")
+    bis.add_argument("--retries", type=int, default=2,
+                     help="extra sessions for an undecided commit (default 2; none for deterministic counts)")
+    bis.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                     help="for a sweep spec: the point to bisect at, one --param per swept parameter")
     _db(bis)
 
     lst = sub.add_parser("list", help="list the experiments in a results database")
@@ -360,8 +363,11 @@ def cmd_bisect(args, stdout, stderr) -> int:
             if result.status != "finished":
                 raise PerfabError(f"bisect step {exp.name} was {result.status}; its runs are stored")
 
-        result = bisect(args.spec, args.good, args.bad, store, run_step, args.metric, args.retries, progress.log)
+        result = bisect(args.spec, args.good, args.bad, store, run_step, args.metric, args.retries, progress.log,
+                        _params(args.param))
     print(result.regression, file=stdout)
+    if result.further:
+        print(result.further, file=stdout)
     print("", file=stdout)
     print(f"path ({len(result.steps)} of at most {max_steps(result.candidates) - 2} steps over "
           f"{result.candidates} commits):", file=stdout)
@@ -371,6 +377,17 @@ def cmd_bisect(args, stdout, stderr) -> int:
     print("", file=stdout)
     stdout.write(render(result.analysis, "text"))
     return 0
+
+
+def _params(given: list[str]) -> dict[str, str]:
+    """``--param NAME=VALUE`` options as a mapping; a malformed one is a usage error."""
+    out = {}
+    for item in given:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"--param {item}: write NAME=VALUE, e.g. --param threads=4")
+        out[name.strip()] = value.strip()
+    return out
 
 
 def cmd_list(args, stdout, stderr) -> int:
