@@ -327,7 +327,9 @@ def _inside(est: Estimate, margin: float) -> bool:
 
 
 def _pct(x: float) -> str:
-    return "inf" if not math.isfinite(x) else f"{100 * x:.2g}%"
+    from perfab.report.numbers import fmt_pct  # the report's one percentage format (no "1e+02%")
+
+    return fmt_pct(x)
 
 
 def _profiles(spec: Experiment, idx: _Index, alpha: float) -> dict:
