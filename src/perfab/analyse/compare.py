@@ -36,7 +36,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from perfab.analyse.checks import adjust, bimodal, drift, too_few_runs
+from perfab.analyse.checks import adjust, bimodal, drift, no_spread, too_few_runs
 from perfab.analyse.model import Analysis, Row, WorkloadInfo  # noqa: F401 (re-exported)
 from perfab.analyse.methods import ABSOLUTE, Estimate, get_method, min_detectable_effect, relative_cv
 from perfab.analyse.names import LABELS, RUSAGE_LABELS
@@ -228,7 +228,8 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
         warnings += [w for w in (too_few_runs(len(base), len(exp), alpha),
                                  drift(base, np.array(base_order), spec.baseline),
                                  drift(exp, np.array(exp_order), variant),
-                                 bimodal(base, spec.baseline), bimodal(exp, variant)) if w]
+                                 bimodal(base, spec.baseline), bimodal(exp, variant),
+                                 no_spread(base, exp, metric) if meta.source == "parser" else None) if w]
     mde = min_detectable_effect(len(base), len(exp), noise, alpha, margin=margin) if name != "exact" else None
     return Row(**common, estimate=est, q=None, verdict="", cv_base=cv_b, cv_exp=cv_e, mde=mde,
                warnings=tuple(warnings))

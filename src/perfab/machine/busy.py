@@ -21,7 +21,7 @@ whole ticks (1/USER_HZ s) to whatever runs when the tick fires, so one short
 run reads coarsely (and a window's ``other`` may come out a tick below
 zero); over many runs the sampling is unbiased, and the sums are kept
 unclipped for that reason.  Above ``OTHER_SHARE_LIMIT`` or
-``STEAL_SHARE_LIMIT`` the report's SETUP and the runner warn.
+``STEAL_SHARE_LIMIT`` the report's SETUP warns.
 
 The sums are stored in the session's environment snapshot under ``busy.*``
 (added when the session ends; a resumed session adds to them).

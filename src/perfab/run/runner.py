@@ -324,13 +324,11 @@ class Runner:
         return rec
 
     def _record_busy(self, session: int) -> None:
-        """Store the session's other-work sums in its environment and say when the machine was busy."""
+        """Store the session's other-work sums in its environment: the report's SETUP states them and warns."""
         if self.busy is None or self.busy.total.runs == 0:
             return
         total = self.busy.total if self._busy_before is None else self._busy_before.add(self.busy.total)
         self.store.add_environment(session, total.to_env())
-        if (warning := total.warning()) is not None:
-            self.say(f"warning: {warning}")
 
     def _one(self, planned: PlannedRun, workload: Workload, variant: Variant, parse, scratch_root: Path,
              ctx: SideContext) -> RunRecord:

@@ -61,8 +61,9 @@ TABLES: dict[str, tuple[Key, ...]] = {
         _k("margin", "float", "0.1", "Percent: a change shown to lie within +-margin is `flat`."),
         _k("method", "string", '"nonparametric"', f"Default statistical method: {', '.join(METHODS)}."),
         _k("baseline", "string", "the first variant", "Name of the baseline variant."),
-        _k("build", "array of strings", "[]",
-           "Build command for every side without its own (with {variant}); run once per session before any run."),
+        _k("build", "array of strings, or a string", "[]",
+           "Build command for every side without its own (argv, with {variant}; one string runs with /bin/sh -c); "
+           "run once per session before any run."),
         _k("repo", "string", "the repository holding the spec", "Git repository that variant.git refs name."),
         _k("build_timeout", "float", "3600", "Seconds a side's build may take."),
     ),
@@ -80,7 +81,7 @@ TABLES: dict[str, tuple[Key, ...]] = {
         _k("git", "string", "none",
            "Build this side from this commit (a ref), checked out in a cache keyed by commit and build command; "
            "gives {src} and {build}."),
-        _k("build", "array of strings", "experiment.build",
+        _k("build", "array of strings, or a string", "experiment.build",
            "This side's build command (argv; one string runs with /bin/sh -c), in {src}, once per session."),
     ),
     "workload": (
@@ -90,7 +91,7 @@ TABLES: dict[str, tuple[Key, ...]] = {
         _k("cwd", "string", "perfab's working directory", "Working directory of the runs (placeholders allowed)."),
         _k("timeout", "float", "600", "Seconds; a run taking longer is killed and recorded as failed."),
         _k("parser", "string", "none", "Parser of the workload's output (see Parsers)."),
-        _k("parser_options", "table", "{}", "Options of that parser."),
+        _k("parser_options", "table", "{}", "Options of that parser, with their types under Parsers."),
         _k("setup", "array of strings", "[]",
            "Shell commands run once before this workload's runs ({workload} and {experiment} only)."),
         _k("teardown", "array of strings", "[]", "Shell commands run once after them, always."),
