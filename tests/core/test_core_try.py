@@ -96,7 +96,7 @@ def test_a_sweep_point_no_run_of_which_parses_aborts_after_three(tmp_path, monke
     assert code == 1 and out == ""
     message = err.strip().splitlines()[-1]
     assert message.startswith("perfab: aborted: the first 3 runs of workload 'count' at n=1 all failed to parse")
-    assert "perfab plan spec.toml --try" in message and "fresh --db" in message
+    assert "perfab plan spec.toml --try" in message and "continue with --resume" in message
     db = sqlite3.connect(tmp_path / "r.db")
     failed = db.execute("SELECT count(*) FROM runs WHERE status = 'failed'").fetchone()[0]
     parsed = db.execute("SELECT count(*) FROM runs WHERE status = 'ok'").fetchone()[0]
@@ -120,3 +120,36 @@ def test_sessions_read_by_different_parsers_are_pooled_only_with_a_warning_namin
     assert warning.startswith("count: sessions read their outputs with different parsers (regex ")
     assert r'"rate: (\\d+) items/s"' in warning and r'"rate: ([\\d.]+) items/s"' in warning
     assert "biased subset" in warning
+
+
+def test_a_parser_only_fix_reads_the_stored_outputs_again_on_resume(tmp_path, monkeypatch):
+    """Regression: --resume refused the fixed spec, and --new-session pooled only the runs that had parsed."""
+    import json
+    import sqlite3
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "spec.toml").write_text(SWEEP)
+    assert cli("run", "spec.toml", "--db", "r.db")[0] == 1  # aborted at n=1
+    db = sqlite3.connect(tmp_path / "r.db")
+    stored = db.execute("SELECT count(*) FROM runs").fetchone()[0]
+    unparsed = db.execute("SELECT count(*) FROM runs WHERE reason LIKE 'output not parsed%'").fetchone()[0]
+    (tmp_path / "spec.toml").write_text(SWEEP.replace(r"(\d+)", r"([\d.]+)"))
+    code, out, err = cli("run", "spec.toml", "--db", "r.db", "--resume", "--format", "json", "--all")
+    assert code == 0, err
+    assert f"the parser changed: {stored} stored run(s) read again, 0 still unreadable, 0 kept" in err
+    again = db.execute("SELECT count(*) FROM runs WHERE attempt = 2").fetchone()[0]
+    assert again == stored and unparsed == 3  # every stored output read again, none of them run again
+    report = json.loads(out)
+    rate = {(r["params"]["n"], r["variant"]): r for r in report["rows"] if r["metric"] == "rate"}
+    assert rate[("1", "b")]["median_base"] == 1000.5 and rate[("1", "b")]["n_base"] == 10
+    assert not [w for w in report["warnings"] if "different parsers" in w or "workloads changed" in w]
+    assert db.execute("SELECT count(*) FROM sessions").fetchone()[0] == 1
+
+
+def test_resume_still_refuses_a_change_beyond_the_parser(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "spec.toml").write_text(SWEEP)
+    assert cli("run", "spec.toml", "--db", "r.db")[0] == 1
+    (tmp_path / "spec.toml").write_text(SWEEP.replace("runs = 10", "runs = 12"))
+    code, _, err = cli("run", "spec.toml", "--db", "r.db", "--resume")
+    assert code == 2 and "changed since session 1 began, beyond its parsers" in err

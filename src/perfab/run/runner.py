@@ -49,6 +49,7 @@ from perfab.run.context import SideContext
 from perfab.run.executor import Executor
 from perfab.run.preflight import pinned_cpus, preflight
 from perfab.run.readings import interrupted, record
+from perfab.run.reparse import parser_only, reparse_session
 from perfab.run.services import run_shell
 from perfab.run.trampoline import read_rusage, rusage_shim
 from perfab.spec import Experiment, Variant, Workload, expand, placeholders, workload_placeholders
@@ -143,10 +144,13 @@ class Runner:
             if pending is None:
                 raise UsageError(f"experiment {self.exp.name!r} has no unfinished session to resume; "
                                  "run it without --resume")
-            if pending.spec_text != self.exp.source:
-                raise UsageError(f"{self.exp.path} changed since session {pending.id} began; restore it "
-                                 "or start a new session with --new-session")
+            reparse = pending.spec_text != self.exp.source
+            if reparse and not parser_only(pending.spec_text, self.exp.source):
+                raise UsageError(f"{self.exp.path} changed since session {pending.id} began, beyond its parsers; "
+                                 "restore it or start a new session with --new-session")
             self.store.claim(pending.id, takeover)
+            if reparse:
+                self._reparse(pending.id)
             self._busy_before = Busy.from_env(pending.environment)
             session, side = pending.id, pending.side
             self.sources = self._build([side] if side else None)
@@ -167,6 +171,13 @@ class Runner:
                                                side, self.backend.name, self.groups, self.environment, todo,
                                                {k: v.to_json() for k, v in self.sources.items()})
         return self._execute(session, side, todo)
+
+    def _reparse(self, session: int) -> None:
+        """A parser-only change on resume: read the session's stored outputs again, then adopt the spec."""
+        done = reparse_session(self.store, session, self.exp, self.backend.name)
+        self.store.replace_spec(session, self.exp.source, self.exp.spec_hash)
+        self.say(f"the parser changed: {done.parsed} stored run(s) read again, {done.unparsed} still unreadable, "
+                 f"{done.kept} kept as they were")
 
     def _build(self, sides: list[str] | None) -> dict:
         """Resolve, check out and build the sides that come from source, before anything is stored."""
@@ -419,8 +430,7 @@ def _unparsed_abort(exp: Experiment, planned: PlannedRun, rec: RunRecord) -> str
     point = " at " + " ".join(f"{k}={v}" for k, v in planned.params) if planned.params else ""
     return (f"aborted: the first {UNPARSED_ABORT} runs of workload {planned.workload!r}{point} all failed to "
             f"parse ({rec.reason}); check every point with `perfab plan {exp.path} --try`, fix the parser "
-            "(or the workload) and run it into a fresh --db: a new session here would pool this one's runs, "
-            "which only the points that parsed kept")
+            "and continue with --resume (the stored outputs are read again)")
 
 
 def _run_cpu_s(rec: RunRecord) -> float | None:
