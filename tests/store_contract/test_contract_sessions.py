@@ -190,3 +190,13 @@ def test_measured_facts_join_the_session_environment(stores):
     assert s.environment["cpu.model"] == "Contract CPU"
     with pytest.raises(UsageError):
         store.add_environment(session + 99, {"busy.runs": "1"})
+
+
+def test_a_parser_only_fix_replaces_the_sessions_spec_for_its_runner_only(stores):
+    store, other = stores(machine="m1"), stores(machine="m2")
+    session = start(store)
+    with pytest.raises(StoreError):
+        other.replace_spec(session, "[experiment]\nname = 'other'\n", "feed")  # claimed by m1
+    store.replace_spec(session, "[experiment]\nname = 'contract'\n# fixed parser\n", "abcd")
+    (s,) = store.sessions("contract")
+    assert s.spec_text.endswith("# fixed parser\n")
