@@ -153,3 +153,14 @@ def test_resume_still_refuses_a_change_beyond_the_parser(tmp_path, monkeypatch):
     (tmp_path / "spec.toml").write_text(SWEEP.replace("runs = 10", "runs = 12"))
     code, _, err = cli("run", "spec.toml", "--db", "r.db", "--resume")
     assert code == 2 and "changed since session 1 began, beyond its parsers" in err
+
+
+def test_an_explicit_failure_limit_is_the_users_and_runs_the_session_out(tmp_path, monkeypatch):
+    import sqlite3
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "spec.toml").write_text(SWEEP.replace("runs = 10", "runs = 4\nmax_failures = 100"))
+    code, _, err = cli("run", "spec.toml", "--db", "r.db")
+    assert "aborted" not in err and code == 0, err
+    db = sqlite3.connect(tmp_path / "r.db")
+    assert db.execute("SELECT count(*) FROM runs WHERE status = 'failed'").fetchone()[0] == 2 * (4 + 1)

@@ -69,7 +69,7 @@ class SessionResult:
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 TRANSIENT_RETRIES = 2  # a run failed by a race of the measuring tool (perf stat losing the status) runs again
-UNPARSED_ABORT = 3  # this many runs of one sweep point (warm-ups too) unparsed, none parsed: abort
+UNPARSED_ABORT = 3  # runs of one sweep point (warm-ups too) unparsed, none parsed: abort (unless max_failures set)
 
 
 class _Unparsed:
@@ -306,7 +306,7 @@ class Runner:
                     self.say(f"run {planned.seq} ({workload.name}, {variant.name}) failed: {rec.reason}")
                     if self._failed > limit:
                         return "aborted"
-                if self._unparsed.hopeless(planned, rec):
+                if self.exp.max_failures is None and self._unparsed.hopeless(planned, rec):
                     self._why_abort = _unparsed_abort(self.exp, planned, rec)
                     return "aborted"
                 if rec.status == "failed" and context[0].service_problem():

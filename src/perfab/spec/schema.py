@@ -53,7 +53,8 @@ TABLES: dict[str, tuple[Key, ...]] = {
         _k("seed", "integer", "1", "Seed of the randomized order."),
         _k("pin", "string or integer", "none", 'CPUs the workload runs on, e.g. "1" or "0-1,3" (sched_setaffinity).'),
         _k("max_failures", "integer", "a quarter of the plan, at least 3",
-           "Abort the session when more measured runs than this fail."),
+           "Abort the session when more measured runs than this fail. Unset, a session also stops once the "
+           "first 3 runs of a sweep point all fail to parse."),
         _k("stdout_cap", "integer", "65536", "Bytes of each run's stdout and stderr kept verbatim; a parsed output longer than this fails the run (raise it)."),
         _k("alpha", "float", "0.05", "False discovery rate (or family-wise error with holm) for `**`."),
         _k("confidence", "float", "0.95", "Confidence level of the reported intervals."),
