@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -132,12 +131,6 @@ def _cpu_timed(fn) -> float:
     start = used()
     fn()
     return used() - start
-
-
-def _timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def test_copied_files_give_the_same_snapshot(tmp_path):
