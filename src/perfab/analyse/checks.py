@@ -26,6 +26,17 @@ def too_few_runs(n_base: int, n_exp: int, alpha: float) -> str | None:
             f"(smallest p {smallest:.2g}); run >= {need} per side")
 
 
+def no_spread(base: np.ndarray, exp: np.ndarray, metric: str) -> str | None:
+    """Every run of each side read the same value: a deterministic count judged as a noisy sample.
+
+    A rank test of two constant samples can only reach its smallest p-value, so with few runs it says
+    ``ns`` however far apart they are; the exact method judges such counts by the margin alone."""
+    if len(base) < 3 or len(exp) < 3 or np.ptp(base) != 0 or np.ptp(exp) != 0:
+        return None
+    return (f"{metric}: every run of each side read the same value (no spread): a deterministic count? "
+            f"declare it with method = \"exact\" in its [[workload.metric]] and the margin alone decides")
+
+
 def drift(values: np.ndarray, order: np.ndarray, side: str, alpha: float = 0.001) -> str | None:
     """Spearman rank correlation of value against run order within one side (a trend over time).
 

@@ -36,7 +36,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from perfab.analyse.checks import adjust, bimodal, drift, too_few_runs
+from perfab.analyse.checks import adjust, bimodal, drift, no_spread, too_few_runs
 from perfab.analyse.model import Analysis, Row, WorkloadInfo  # noqa: F401 (re-exported)
 from perfab.analyse.methods import ABSOLUTE, Estimate, get_method, min_detectable_effect, relative_cv
 from perfab.analyse.names import LABELS, RUSAGE_LABELS
@@ -231,7 +231,8 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
         warnings += [w for w in (too_few_runs(len(base), len(exp), alpha),
                                  drift(base, np.array(base_order), spec.baseline),
                                  drift(exp, np.array(exp_order), variant),
-                                 bimodal(base, spec.baseline), bimodal(exp, variant)) if w]
+                                 bimodal(base, spec.baseline), bimodal(exp, variant),
+                                 no_spread(base, exp, metric) if meta.source == "parser" else None) if w]
     mde = min_detectable_effect(len(base), len(exp), noise, alpha, margin=margin) if name != "exact" else None
     return Row(**common, estimate=est, q=None, verdict="", cv_base=cv_b, cv_exp=cv_e, mde=mde,
                warnings=tuple(warnings))
@@ -330,7 +331,9 @@ def _inside(est: Estimate, margin: float) -> bool:
 
 
 def _pct(x: float) -> str:
-    return "inf" if not math.isfinite(x) else f"{100 * x:.2g}%"
+    from perfab.report.numbers import fmt_pct  # the report's one percentage format (no "1e+02%")
+
+    return fmt_pct(x)
 
 
 def _profiles(spec: Experiment, idx: _Index, alpha: float) -> dict:
@@ -387,6 +390,7 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index)
     workloads = {json.dumps(_workload_tables(s.spec_text), sort_keys=True) for s in sessions}
     if len(workloads) > 1:
         warnings.append("the workloads changed between sessions: runs of different commands are pooled")
+        warnings += _parser_changes(sessions)
     if spec.order == "sequential":
         warnings.append("sequential order: slow drift of the machine is confounded with the change")
     for w in spec.workloads:
@@ -394,6 +398,20 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index)
         for variant, reasons in info.failed.items():
             warnings.append(f"{info.name}: {len(reasons)} failed run(s) on {variant} (first: {reasons[0]})")
     return warnings
+
+
+def _parser_changes(sessions: list[Session]) -> list[str]:
+    """One warning per workload whose parser (or its options) differs between sessions, naming each parser."""
+    seen: dict[str, list[str]] = defaultdict(list)
+    for s in sessions:
+        for w in _workload_tables(s.spec_text) or []:
+            if isinstance(w, dict) and "name" in w:
+                parser = f"{w.get('parser', 'none')} {json.dumps(w.get('parser_options', {}), sort_keys=True)}"
+                if parser not in seen[str(w["name"])]:
+                    seen[str(w["name"])].append(parser)
+    return [f"{name}: sessions read their outputs with different parsers ({'; then '.join(p)}): runs that one "
+            "parser could not read are missing from the pool, which may be a biased subset; run the fixed spec "
+            "into a fresh --db" for name, p in seen.items() if len(p) > 1]
 
 
 def _workload_tables(text: str):

@@ -218,7 +218,9 @@ class AssumeExact:
         warnings: list[str] = []
         spread_ = max(_relative_range(base), _relative_range(exp))
         if spread_ > EXACT_TOLERANCE:
-            warnings.append(f"values vary within a side (by {100 * spread_:.2g}%): the exact method assumes "
+            from perfab.report.numbers import fmt_pct
+
+            warnings.append(f"values vary within a side (by {fmt_pct(spread_)}): the exact method assumes "
                             "deterministic counts")
         diffs = np.subtract.outer(exp, base).ravel()
         shift = (me - mb, float(diffs.min()), float(diffs.max()))
