@@ -11,7 +11,8 @@ inflating it.  It holds:
   static C launcher, ``guestrun.c``, that executes the plugin's start and
   stop markers around the workload), snapshots again, writes the framed
   result to the second serial port (``/dev/ttyS1`` in raw mode) and powers
-  off;
+  off; on request it also sends the kernel's text symbols from
+  ``/proc/kallsyms`` (Debian ships a placeholder System.map);
 - the workload's request (argv, env, cwd) under ``/.perfab/req``;
 - the host files the workload needs at their own absolute paths: argv[0]
   when it is a host file, the extra files asked for, and for every dynamic
@@ -45,7 +46,7 @@ APPLETS = ("sh", "mount", "mkdir", "cat", "stty", "wc", "poweroff", "echo", "gre
 REQ_DIR = "/.perfab/req"
 OUT_DIR = "/.perfab/out"
 RESULT_TTY = "/dev/ttyS1"
-SECTIONS = ("status", "stdout", "stderr", "irq0", "irq1", "vm0", "vm1", "cpus")
+SECTIONS = ("status", "stdout", "stderr", "irq0", "irq1", "vm0", "vm1", "cpus", "kallsyms")
 
 INIT_SCRIPT = f"""#!/bin/sh
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin:/usr/local/bin
@@ -66,6 +67,7 @@ cat /proc/interrupts > $R/irq1
 cat /proc/vmstat > $R/vm1
 cat {REQ_DIR}/status > $R/status 2>/dev/null || echo "status launcher-$cp_status" > $R/status
 echo "perfab: workload done" > /dev/console
+[ -f {REQ_DIR}/kallsyms ] && grep ' [tTwW] ' /proc/kallsyms > $R/kallsyms
 exec 3<>{RESULT_TTY}
 stty -F {RESULT_TTY} raw -echo -opost
 for f in {" ".join(SECTIONS)}; do
@@ -89,6 +91,7 @@ class Workload:
     cwd: str = "/"  # working directory inside the guest (created if absent)
     env: tuple[tuple[str, str], ...] = ()  # the workload's whole environment
     files: tuple[str, ...] = ()  # extra host files or directories, copied at their absolute paths
+    kallsyms: bool = False  # also send back the guest kernel's text symbols (/proc/kallsyms)
 
 
 @dataclass(frozen=True)
@@ -160,11 +163,14 @@ def _request(workload: Workload) -> dict[str, bytes]:
     env = [f"{k}={v}" for k, v in workload.env]
     if not any(k == "PATH" for k, _ in workload.env):
         env.append("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
-    return {
+    req = {
         "argv": b"".join(a.encode() + b"\0" for a in workload.argv),
         "env": b"".join(e.encode() + b"\0" for e in env),
         "cwd": _abs(workload.cwd).encode(),
     }
+    if workload.kallsyms:
+        req["kallsyms"] = b""
+    return req
 
 
 def _host_files(workload: Workload) -> list[str]:

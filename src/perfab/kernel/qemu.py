@@ -11,9 +11,17 @@ Acceleration: ``accel="auto"`` uses KVM only where ``probe_kvm()`` booted a
 tiny multiboot payload under it within a few seconds (a nested guest can
 open /dev/kvm yet hang after the BIOS), otherwise TCG.  TCG runs with one
 thread (``-accel tcg,thread=single``) so that the plugin's callbacks are
-serialised and counts are deterministic with several vCPUs; ``icount=True``
-adds ``-icount shift=0,sleep=off`` (guest time follows the instruction
-count).  Under TCG the guest's wall time is emulation time, not the CPU's.
+serialised.  ``deterministic=True`` (the default) also removes what varies
+between identical boots: the guest's real-time clock follows the virtual
+clock (``-rtc clock=vm`` from a fixed date), user-space address
+randomisation and the per-syscall kernel stack offset are off
+(``norandmaps randomize_kstack_offset=off``) and, with one vCPU, guest time
+follows the instruction count (``-icount shift=0,sleep=off``).  Measured on
+Debian's 6.1 kernel: five identical 1-vCPU boots count exactly the same
+instructions; without icount, kernel counts spread by about 1.5%.  QEMU 7.2
+hangs bringing up a second vCPU under icount, so SMP guests run without it
+and their timer interrupts follow host time.  Under TCG the guest's wall
+time is emulation time, not the CPU's.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import struct
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -38,7 +46,10 @@ from perfab.kernel import initramfs, tcg
 QEMU = "qemu-system-x86_64"
 PLUGIN_DIR = Path(__file__).resolve().parents[3] / "native" / "tcg"
 BASE_CMDLINE = "console=ttyS0 panic=-1 rdinit=/init nokaslr"
+DETERMINISTIC_CMDLINE = "norandmaps randomize_kstack_offset=off"
+FIXED_RTC = "clock=vm,base=2024-01-01T00:00:00"
 TAIL_LINES = 40
+WORKLOAD_START = b"perfab: workload start"  # the init's console line before the launcher runs
 
 
 @dataclass(frozen=True)
@@ -66,7 +77,8 @@ class BootRequest:
     env: tuple[tuple[str, str], ...] = ()  # the workload's environment (PATH added when absent)
     files: tuple[str, ...] = ()  # host files/directories copied in at the same paths
     timeout_s: float = 300.0  # kill the guest past this much host wall time
-    icount: bool = False  # TCG: -icount shift=0,sleep=off
+    kallsyms: bool = False  # also return the guest kernel's text symbols (sent once per kernel, then cached)
+    deterministic: bool = True  # TCG: fixed RTC, no address/stack randomisation, icount with 1 vCPU
     cache_dir: str | None = None  # initramfs and helper cache; None: ~/.cache/perfab/kernel
 
 
@@ -79,12 +91,14 @@ class BootResult:
     stderr: bytes  # the workload's standard error
     guest_wall_s: float | None  # workload wall time by the guest's CLOCK_MONOTONIC (emulated under TCG)
     host_wall_s: float  # QEMU's whole life on the host: boot, workload, power-off
+    to_workload_s: float | None  # host seconds from QEMU's start to the console's "workload start"
     accel: str  # "tcg" or "kvm", the engine used
     vcpus_seen: int | None  # processors listed by the guest's /proc/cpuinfo
     failure: str | None  # one line: why the run failed; None on success
     console_tail: str  # the console's last lines
     records: tuple[tcg.Window, ...] = ()  # plugin windows, one per start/stop marker pair
     deltas: dict[str, int] = field(default_factory=dict)  # irq.NAME / vmstat.NAME deltas over the workload
+    kallsyms: bytes = b""  # "ADDR TYPE NAME" text symbols from the guest, when asked for
 
 
 def default_cache() -> Path:
@@ -123,7 +137,7 @@ def probe_kvm(timeout_s: float = 5.0) -> bool:
         image.write_bytes(_probe_payload())
         cmd = [QEMU, "-nodefaults", "-no-user-config", "-display", "none", "-accel", "kvm",
                "-m", "64", "-device", "isa-debug-exit,iobase=0xf4,iosize=0x04", "-kernel", str(image)]
-        code, _ = _run_group(cmd, timeout_s, Path(tmp) / "stderr")
+        code, _, _ = _run_group(cmd, timeout_s, Path(tmp) / "stderr")
     return code == (0x31 << 1) | 1
 
 
@@ -259,54 +273,116 @@ def qemu_command(req: BootRequest, accel: str, image: Path, work: Path, cache: P
     cmd = [qemu_binary(), "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
            "-m", str(req.memory_mb), "-smp", str(req.vcpus),
            "-kernel", direct_image(req.kernel, cache), "-initrd", str(image),
-           "-append", f"{BASE_CMDLINE} {req.cmdline}".strip(),
+           "-append", kernel_cmdline(req, accel),
            "-serial", f"file:{work / 'console.log'}", "-serial", f"file:{work / 'result.bin'}"]
     if accel == "kvm":
         cmd += ["-accel", "kvm", "-cpu", "host"]
     else:
         cmd += ["-accel", "tcg,thread=single"]
-        if req.icount:
-            cmd += ["-icount", "shift=0,sleep=off"]
+        if req.deterministic:
+            cmd += ["-rtc", FIXED_RTC]
+            if req.vcpus == 1:
+                cmd += ["-icount", "shift=0,sleep=off"]
     if req.plugin is not None and accel == "tcg":
         cmd += ["-plugin", _plugin_arg(req.plugin, work / "plugin.jsonl", cache)]
     return cmd
+
+
+def kernel_cmdline(req: BootRequest, accel: str) -> str:
+    """perfab's options, the deterministic ones under TCG, then the request's (later ones win)."""
+    parts = [BASE_CMDLINE]
+    if req.deterministic and accel == "tcg":
+        parts.append(DETERMINISTIC_CMDLINE)
+    parts.append(req.cmdline)
+    return " ".join(p for p in parts if p)
 
 
 def boot(req: BootRequest) -> BootResult:
     """Boot ``req.kernel``, run the workload, power off; failures are in the result."""
     _check(req)
     cache = Path(req.cache_dir) if req.cache_dir else default_cache()
+    known_syms = _cached_kallsyms(req.kernel, cache) if req.kallsyms else None
     workload = initramfs.Workload(argv=tuple(req.argv), cwd=req.cwd, env=tuple(req.env),
-                                  files=tuple(req.files))
+                                  files=tuple(req.files), kallsyms=req.kallsyms and known_syms is None)
     image = initramfs.build(workload, cache)
     accel = choose_accel(req)
     with tempfile.TemporaryDirectory(prefix="perfab-boot-") as tmp:
         work = Path(tmp)
         cmd = qemu_command(req, accel, image, work, cache)
         start = time.monotonic()
-        code, timed_out = _run_group(cmd, req.timeout_s, work / "qemu.stderr")
+        code, timed_out, to_workload = _run_group(cmd, req.timeout_s, work / "qemu.stderr",
+                                                  work / "console.log")
         host_wall = time.monotonic() - start
-        return _collect(req, work, accel, code, timed_out, host_wall)
+        res = _collect(req, work, accel, code, timed_out, host_wall, to_workload)
+    if known_syms is not None:
+        return replace(res, kallsyms=known_syms)
+    if res.kallsyms and res.failure is None:
+        initramfs._write_atomic(_kallsyms_path(req.kernel, cache), res.kallsyms)
+    return res
 
 
-def _run_group(cmd: list[str], timeout_s: float, stderr_path: Path) -> tuple[int | None, bool]:
+def _kallsyms_path(kernel: str, cache: Path) -> Path:
+    return cache / f"kallsyms-{hashlib.sha256(Path(kernel).read_bytes()).hexdigest()[:20]}.txt"
+
+
+def _cached_kallsyms(kernel: str, cache: Path) -> bytes | None:
+    """The text symbols a guest of this kernel sent before (addresses are fixed: nokaslr)."""
+    try:
+        return _kallsyms_path(kernel, cache).read_bytes()
+    except OSError:
+        return None
+
+
+def _run_group(cmd: list[str], timeout_s: float, stderr_path: Path,
+               console: Path | None = None) -> tuple[int | None, bool, float | None]:
     """Run ``cmd`` in its own process group; kill the group past ``timeout_s``.
 
-    Returns (exit code or None, timed out)."""
+    Returns (exit code or None, timed out, seconds until ``console`` showed the
+    workload starting or None)."""
+    watch = _ConsoleWatch(console)
     with open(stderr_path, "wb") as err:
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
                                     start_new_session=True)
         except OSError as e:
             raise ToolError(f"cannot start {cmd[0]}: {e.strerror}; install qemu-system-x86") from e
+        start = time.monotonic()
         try:
-            return proc.wait(timeout=timeout_s), False
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            return None, True
+            while True:
+                left = timeout_s - (time.monotonic() - start)
+                if left <= 0:
+                    _kill_group(proc)
+                    return None, True, watch.seen_s
+                try:
+                    return proc.wait(timeout=min(left, 0.05)), False, watch.seen_s
+                except subprocess.TimeoutExpired:
+                    watch.poll(time.monotonic() - start)
         except BaseException:
             _kill_group(proc)
             raise
+
+
+class _ConsoleWatch:
+    """Notes when the console first shows the workload starting."""
+
+    def __init__(self, path: Path | None):
+        self.path = path  # the console file, None when not watched
+        self.seen_s: float | None = None  # seconds from QEMU's start to the workload's
+        self._offset = 0  # bytes of the console already read
+
+    def poll(self, elapsed_s: float) -> None:
+        if self.path is None or self.seen_s is not None:
+            return
+        start = max(0, self._offset - len(WORKLOAD_START))  # overlap: the line may straddle reads
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(start)
+                chunk = f.read()
+        except OSError:
+            return
+        if WORKLOAD_START in chunk:
+            self.seen_s = elapsed_s
+        self._offset = start + len(chunk)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -320,7 +396,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
 # ---- results ------------------------------------------------------------
 
 def _collect(req: BootRequest, work: Path, accel: str, code: int | None, timed_out: bool,
-             host_wall: float) -> BootResult:
+             host_wall: float, to_workload: float | None) -> BootResult:
     console = _read_text(work / "console.log")
     tail = "\n".join(console.splitlines()[-TAIL_LINES:])
     sections = parse_sections(_read_bytes(work / "result.bin"))
@@ -331,9 +407,9 @@ def _collect(req: BootRequest, work: Path, accel: str, code: int | None, timed_o
     return BootResult(
         status=status if failure is None else None,
         stdout=sections.get("stdout", b""), stderr=sections.get("stderr", b""),
-        guest_wall_s=wall, host_wall_s=host_wall, accel=accel,
+        guest_wall_s=wall, host_wall_s=host_wall, to_workload_s=to_workload, accel=accel,
         vcpus_seen=_int_or_none(sections.get("cpus", b"")),
-        failure=failure, console_tail=tail, records=records,
+        failure=failure, console_tail=tail, records=records, kallsyms=sections.get("kallsyms", b""),
         deltas={**interrupt_deltas(sections.get("irq0", b""), sections.get("irq1", b"")),
                 **vmstat_deltas(sections.get("vm0", b""), sections.get("vm1", b""))})
 

@@ -4,7 +4,8 @@ The plugin writes one JSON line per workload window (start marker to stop
 marker) and a last ``{"exit": true, ...}`` line with the whole boot's
 counts.  ``read_records`` turns the windows into ``Window`` values;
 ``symbolize`` maps the per-kernel-block counts onto kernel symbols from a
-``System.map`` or a ``vmlinux`` (its ELF symbol table via ``nm``).
+``System.map``, a ``vmlinux`` (its ELF symbol table via ``nm``) or the
+guest's own ``/proc/kallsyms`` (``parse_symbols``).
 """
 
 from __future__ import annotations
@@ -87,6 +88,16 @@ def load_symbols(path: str | Path) -> list[tuple[int, str]]:
     except OSError as e:
         raise UsageError(f"cannot read kernel symbols from {p}: {e.strerror}; give System.map or vmlinux") from e
     text = _nm(p) if is_elf else p.read_text(errors="replace")
+    syms = parse_symbols(text)
+    if not syms:
+        hint = " (Debian's placeholder: install the -dbg package or take the guest's kallsyms)" \
+            if "linux-image" in text and "-dbg" in text else ""
+        raise UsageError(f"{p} has no text symbols{hint}: give the kernel's System.map or an unstripped vmlinux")
+    return syms
+
+
+def parse_symbols(text: str) -> list[tuple[int, str]]:
+    """Sorted (address, name) of the text symbols in System.map / nm / kallsyms lines."""
     syms = []
     for line in text.splitlines():
         parts = line.split()
@@ -95,8 +106,6 @@ def load_symbols(path: str | Path) -> list[tuple[int, str]]:
                 syms.append((int(parts[0], 16), parts[2]))
             except ValueError:
                 continue
-    if not syms:
-        raise UsageError(f"{p} has no text symbols: give the kernel's System.map or an unstripped vmlinux")
     syms.sort()
     return syms
 
