@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from perfab.errors import UsageError
-from perfab.kernel import initramfs, qemu, tcg
+from perfab.kernel import guestresult, initramfs, qemu, tcg
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "guest-proc"
 
@@ -41,17 +41,17 @@ def test_a_missing_guest_file_is_one_line(tmp_path):
 def test_result_sections_survive_binary_payloads_and_a_cut():
     payload = b"a\r\nPERFAB-SECTION fake 3\n\0\xff"
     blob = (b"PERFAB-SECTION stdout %d\n" % len(payload)) + payload + b"\nPERFAB-SECTION status 9\nstatus 0\n\nPERFAB-END\n"
-    s = qemu.parse_sections(blob)
+    s = guestresult.parse_sections(blob)
     assert s["stdout"] == payload and s["status"] == b"status 0\n" and "end" in s
-    cut = qemu.parse_sections(blob[:40])
+    cut = guestresult.parse_sections(blob[:40])
     assert "end" not in cut and "stdout" not in cut
 
 
 def test_interrupt_and_vmstat_deltas_from_a_real_guest():
-    d = qemu.interrupt_deltas((DATA / "interrupts.before").read_bytes(), (DATA / "interrupts.after").read_bytes())
+    d = guestresult.interrupt_deltas((DATA / "interrupts.before").read_bytes(), (DATA / "interrupts.after").read_bytes())
     assert set(d) >= {"irq.LOC", "irq.CAL", "irq.TLB", "irq.RES"}
     assert d["irq.LOC"] > 0 and all(v >= 0 for v in d.values())
-    v = qemu.vmstat_deltas((DATA / "vmstat.before").read_bytes(), (DATA / "vmstat.after").read_bytes())
+    v = guestresult.vmstat_deltas((DATA / "vmstat.before").read_bytes(), (DATA / "vmstat.after").read_bytes())
     assert v["vmstat.pgfault"] > 0 and "vmstat.nr_free_pages" in v
 
 

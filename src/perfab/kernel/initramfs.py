@@ -112,11 +112,11 @@ def build(workload: Workload, cache: Path, compress: bool = False) -> Path:
     digest = hashlib.sha256(blob).hexdigest()[:20]
     target = cache / f"initramfs-{digest}.cpio{'.gz' if compress else ''}"
     if not target.exists():
-        _write_atomic(target, blob)
+        write_atomic(target, blob)
     return target
 
 
-def _write_atomic(target: Path, blob: bytes) -> None:
+def write_atomic(target: Path, blob: bytes) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".initramfs-")
     try:

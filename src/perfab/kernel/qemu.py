@@ -26,9 +26,7 @@ time is emulation time, not the CPU's.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import lzma
 import os
 import shutil
 import signal
@@ -41,11 +39,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from perfab.errors import ToolError, UsageError
-from perfab.kernel import initramfs, tcg
+from perfab.kernel import guestresult, image, initramfs, tcg
 
 QEMU = "qemu-system-x86_64"
 PLUGIN_DIR = Path(__file__).resolve().parents[3] / "native" / "tcg"
-BASE_CMDLINE = "console=ttyS0 panic=-1 rdinit=/init nokaslr"
+BASE_CMDLINE = "console=ttyS0 quiet panic=-1 rdinit=/init nokaslr"  # quiet: a serial console costs emulated time per byte
 DETERMINISTIC_CMDLINE = "norandmaps randomize_kstack_offset=off"
 FIXED_RTC = "clock=vm,base=2024-01-01T00:00:00"
 TAIL_LINES = 40
@@ -78,6 +76,7 @@ class BootRequest:
     files: tuple[str, ...] = ()  # host files/directories copied in at the same paths
     timeout_s: float = 300.0  # kill the guest past this much host wall time
     kallsyms: bool = False  # also return the guest kernel's text symbols (sent once per kernel, then cached)
+    direct: bool = True  # boot the vmlinux inside a bzImage directly (PVH) when the kernel allows
     deterministic: bool = True  # TCG: fixed RTC, no address/stack randomisation, icount with 1 vCPU
     cache_dir: str | None = None  # initramfs and helper cache; None: ~/.cache/perfab/kernel
 
@@ -128,7 +127,7 @@ def _probe_payload() -> bytes:
 
 
 @lru_cache(maxsize=1)
-def probe_kvm(timeout_s: float = 5.0) -> bool:
+def probe_kvm(timeout_s: float = 3.0) -> bool:
     """True when a tiny guest runs to its end under KVM within ``timeout_s`` (cached per process)."""
     if not os.access("/dev/kvm", os.R_OK | os.W_OK) or not shutil.which(QEMU):
         return False
@@ -181,60 +180,6 @@ def _plugin_arg(opts: PluginOptions, out: Path, cache: Path) -> str:
 
 # ---- boot ---------------------------------------------------------------
 
-def direct_image(kernel: str, cache: Path) -> str:
-    """An ELF vmlinux QEMU can enter directly (PVH), extracted once from a bzImage; else ``kernel``.
-
-    Under TCG the bzImage's own decompressor runs emulated and costs seconds
-    at every boot; a kernel built with CONFIG_PVH carries an ELF note QEMU
-    uses to start the uncompressed vmlinux at once.  xz and gzip payloads are
-    extracted (cached by the bzImage's hash); anything else boots as given."""
-    data = Path(kernel).read_bytes()
-    if data[:4] == b"\x7fELF":
-        return kernel
-    target = cache / f"vmlinux-{hashlib.sha256(data).hexdigest()[:20]}"
-    if target.exists():
-        return str(target) if target.stat().st_size else kernel
-    elf = _decompress_payload(data)
-    blob = elf if elf is not None and _has_pvh_note(elf) else b""
-    initramfs._write_atomic(target, blob)  # empty: remembered as not directly bootable
-    return str(target) if blob else kernel
-
-
-def _decompress_payload(data: bytes) -> bytes | None:
-    for magic, open_ in ((b"\xfd7zXZ\x00", lambda b: lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(b)),
-                         (b"\x1f\x8b\x08", lambda b: gzip.GzipFile(fileobj=__import__("io").BytesIO(b)).read())):
-        at = data.find(magic)
-        if at < 0:
-            continue
-        try:
-            out = open_(data[at:])
-        except (lzma.LZMAError, OSError, EOFError):
-            continue
-        if out[:4] == b"\x7fELF":
-            return out
-    return None
-
-
-def _has_pvh_note(elf: bytes) -> bool:
-    """True when the ELF has a Xen note of type 18 (XEN_ELFNOTE_PHYS32_ENTRY), QEMU's PVH entry."""
-    if elf[4] != 2 or elf[5] != 1:  # 64-bit little-endian only
-        return False
-    phoff, = struct.unpack_from("<Q", elf, 0x20)
-    phentsize, phnum = struct.unpack_from("<HH", elf, 0x36)
-    for i in range(phnum):
-        ptype, _flags, off, _va, _pa, filesz = struct.unpack_from("<IIQQQQ", elf, phoff + i * phentsize)
-        if ptype != 4:  # PT_NOTE
-            continue
-        pos, end = off, off + filesz
-        while pos + 12 <= end:
-            namesz, descsz, ntype = struct.unpack_from("<III", elf, pos)
-            name = elf[pos + 12: pos + 12 + namesz].rstrip(b"\0")
-            if name == b"Xen" and ntype == 18:
-                return True
-            pos += 12 + (namesz + 3) // 4 * 4 + (descsz + 3) // 4 * 4
-    return False
-
-
 def _check(req: BootRequest) -> None:
     if not os.path.isfile(req.kernel):
         raise UsageError(f"kernel image {req.kernel} does not exist: give a bzImage path")
@@ -268,11 +213,11 @@ def choose_accel(req: BootRequest) -> str:
     return "tcg"
 
 
-def qemu_command(req: BootRequest, accel: str, image: Path, work: Path, cache: Path) -> list[str]:
+def qemu_command(req: BootRequest, accel: str, archive: Path, work: Path, cache: Path) -> list[str]:
     """The full qemu-system-x86_64 command line for one boot."""
     cmd = [qemu_binary(), "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
            "-m", str(req.memory_mb), "-smp", str(req.vcpus),
-           "-kernel", direct_image(req.kernel, cache), "-initrd", str(image),
+           "-kernel", image.direct_image(req.kernel, cache) if req.direct else req.kernel, "-initrd", str(archive),
            "-append", kernel_cmdline(req, accel),
            "-serial", f"file:{work / 'console.log'}", "-serial", f"file:{work / 'result.bin'}"]
     if accel == "kvm":
@@ -301,14 +246,14 @@ def boot(req: BootRequest) -> BootResult:
     """Boot ``req.kernel``, run the workload, power off; failures are in the result."""
     _check(req)
     cache = Path(req.cache_dir) if req.cache_dir else default_cache()
-    known_syms = _cached_kallsyms(req.kernel, cache) if req.kallsyms else None
+    known_syms = image.cached_kallsyms(req.kernel, cache) if req.kallsyms else None
     workload = initramfs.Workload(argv=tuple(req.argv), cwd=req.cwd, env=tuple(req.env),
                                   files=tuple(req.files), kallsyms=req.kallsyms and known_syms is None)
-    image = initramfs.build(workload, cache)
+    archive = initramfs.build(workload, cache)
     accel = choose_accel(req)
     with tempfile.TemporaryDirectory(prefix="perfab-boot-") as tmp:
         work = Path(tmp)
-        cmd = qemu_command(req, accel, image, work, cache)
+        cmd = qemu_command(req, accel, archive, work, cache)
         start = time.monotonic()
         code, timed_out, to_workload = _run_group(cmd, req.timeout_s, work / "qemu.stderr",
                                                   work / "console.log")
@@ -317,20 +262,8 @@ def boot(req: BootRequest) -> BootResult:
     if known_syms is not None:
         return replace(res, kallsyms=known_syms)
     if res.kallsyms and res.failure is None:
-        initramfs._write_atomic(_kallsyms_path(req.kernel, cache), res.kallsyms)
+        image.remember_kallsyms(req.kernel, cache, res.kallsyms)
     return res
-
-
-def _kallsyms_path(kernel: str, cache: Path) -> Path:
-    return cache / f"kallsyms-{hashlib.sha256(Path(kernel).read_bytes()).hexdigest()[:20]}.txt"
-
-
-def _cached_kallsyms(kernel: str, cache: Path) -> bytes | None:
-    """The text symbols a guest of this kernel sent before (addresses are fixed: nokaslr)."""
-    try:
-        return _kallsyms_path(kernel, cache).read_bytes()
-    except OSError:
-        return None
 
 
 def _run_group(cmd: list[str], timeout_s: float, stderr_path: Path,
@@ -397,147 +330,20 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 def _collect(req: BootRequest, work: Path, accel: str, code: int | None, timed_out: bool,
              host_wall: float, to_workload: float | None) -> BootResult:
-    console = _read_text(work / "console.log")
+    console = guestresult.read_text(work / "console.log")
     tail = "\n".join(console.splitlines()[-TAIL_LINES:])
-    sections = parse_sections(_read_bytes(work / "result.bin"))
+    sections = guestresult.parse_sections(guestresult.read_bytes(work / "result.bin"))
     records = tuple(tcg.read_records(work / "plugin.jsonl")) if req.plugin and accel == "tcg" else ()
-    status, wall = _parse_status(sections.get("status", b""))
-    failure = _failure(sections, status, console, code, timed_out, req.timeout_s,
-                       _read_text(work / "qemu.stderr"))
+    status, wall = guestresult.parse_status(sections.get("status", b""))
+    failure = guestresult.failure(sections, status, console, code, timed_out, req.timeout_s,
+                                  guestresult.read_text(work / "qemu.stderr"))
     return BootResult(
         status=status if failure is None else None,
         stdout=sections.get("stdout", b""), stderr=sections.get("stderr", b""),
         guest_wall_s=wall, host_wall_s=host_wall, to_workload_s=to_workload, accel=accel,
-        vcpus_seen=_int_or_none(sections.get("cpus", b"")),
+        vcpus_seen=guestresult.int_or_none(sections.get("cpus", b"")),
         failure=failure, console_tail=tail, records=records, kallsyms=sections.get("kallsyms", b""),
-        deltas={**interrupt_deltas(sections.get("irq0", b""), sections.get("irq1", b"")),
-                **vmstat_deltas(sections.get("vm0", b""), sections.get("vm1", b""))})
+        deltas={**guestresult.interrupt_deltas(sections.get("irq0", b""), sections.get("irq1", b"")),
+                **guestresult.vmstat_deltas(sections.get("vm0", b""), sections.get("vm1", b""))})
 
 
-def _read_text(path: Path) -> str:
-    return _read_bytes(path).decode("utf-8", "replace").replace("\r\n", "\n")
-
-
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError:
-        return b""
-
-
-def parse_sections(blob: bytes) -> dict[str, bytes]:
-    """The result channel's sections: ``PERFAB-SECTION NAME LEN\\n`` + LEN bytes + ``\\n``.
-
-    Stops at ``PERFAB-END``; a cut-off channel yields the sections complete before the cut,
-    and ``"end"`` is present only when the channel was complete."""
-    out: dict[str, bytes] = {}
-    pos = 0
-    while pos < len(blob):
-        nl = blob.find(b"\n", pos)
-        if nl < 0:
-            break
-        head = blob[pos:nl].split()
-        if head == [b"PERFAB-END"]:
-            out["end"] = b""
-            break
-        if len(head) != 3 or head[0] != b"PERFAB-SECTION" or not head[2].isdigit():
-            break
-        size = int(head[2])
-        if nl + 1 + size > len(blob):
-            break
-        out[head[1].decode()] = blob[nl + 1: nl + 1 + size]
-        pos = nl + 1 + size + 1
-    return out
-
-
-def _parse_status(blob: bytes) -> tuple[int | None, float | None]:
-    status = wall = None
-    for line in blob.decode("utf-8", "replace").splitlines():
-        key, _, value = line.partition(" ")
-        try:
-            if key == "status":
-                status = int(value)
-            elif key == "wall_s":
-                wall = float(value)
-        except ValueError:
-            pass
-    return status, wall
-
-
-def _int_or_none(blob: bytes) -> int | None:
-    try:
-        return int(blob.strip())
-    except ValueError:
-        return None
-
-
-def _failure(sections: dict[str, bytes], status: int | None, console: str, code: int | None,
-             timed_out: bool, timeout_s: float, qemu_err: str) -> str | None:
-    """One line saying why the run failed, or None when the workload ran to its end."""
-    if "end" in sections and status is not None:
-        return None
-    panic = next((ln.strip() for ln in console.splitlines() if "Kernel panic" in ln), None)
-    if panic:
-        return f"the guest kernel panicked: {panic}"
-    if timed_out:
-        stage = _stage(console)
-        return f"the guest did not finish within {timeout_s:g} s ({stage}); see the console tail"
-    if "workload start" in console and "workload done" not in console:
-        return "the guest stopped during the workload; see the console tail"
-    if "perfab: init reached" not in console:
-        err = qemu_err.strip().splitlines()[-1:] if qemu_err.strip() else []
-        why = f": {err[0]}" if err else ""
-        return f"the guest never reached perfab's init (qemu exit {code}){why}"
-    if "workload done" in console:
-        return "the guest's result channel was cut short; see the console tail"
-    return f"the guest stopped before the workload (qemu exit {code}); see the console tail"
-
-
-def _stage(console: str) -> str:
-    if "workload done" in console:
-        return "after the workload, sending the result"
-    if "workload start" in console:
-        return "during the workload"
-    if "perfab: init reached" in console:
-        return "in perfab's init, before the workload"
-    return "before perfab's init: the kernel did not finish booting"
-
-
-def _counters(blob: bytes, parse) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for line in blob.decode("utf-8", "replace").splitlines():
-        item = parse(line)
-        if item:
-            out[item[0]] = item[1]
-    return out
-
-
-def _irq_line(line: str) -> tuple[str, int] | None:
-    name, sep, rest = line.partition(":")
-    if not sep or not name.strip() or name.strip().startswith("CPU"):
-        return None
-    total = 0
-    for token in rest.split():
-        if not token.isdigit():
-            break
-        total += int(token)
-    return f"irq.{name.strip()}", total
-
-
-def _vmstat_line(line: str) -> tuple[str, int] | None:
-    parts = line.split()
-    if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
-        return None
-    return f"vmstat.{parts[0]}", int(parts[1])
-
-
-def interrupt_deltas(before: bytes, after: bytes) -> dict[str, int]:
-    """``irq.NAME`` -> count over the workload, summed over CPUs (``/proc/interrupts``)."""
-    a, b = _counters(before, _irq_line), _counters(after, _irq_line)
-    return {k: b[k] - a.get(k, 0) for k in b}
-
-
-def vmstat_deltas(before: bytes, after: bytes) -> dict[str, int]:
-    """``vmstat.NAME`` -> change over the workload (``/proc/vmstat``)."""
-    a, b = _counters(before, _vmstat_line), _counters(after, _vmstat_line)
-    return {k: b[k] - a.get(k, 0) for k in b}
