@@ -55,6 +55,13 @@ def cache_dir(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("kcache"))
 
 
+def _launch(request: Path) -> subprocess.CompletedProcess:
+    """``python -m perfab.kernel.launch REQUEST`` with this checkout's sources."""
+    env = {**os.environ, "PYTHONPATH": str(Path(qemu.__file__).parents[2])}
+    return subprocess.run([sys.executable, "-m", "perfab.kernel.launch", str(request)],
+                          capture_output=True, env=env, timeout=180)
+
+
 def _boot(loop: str, cache_dir: str, n: int, vcpus: int = 1, status: int = 3,
           plugin: qemu.PluginOptions = qemu.PluginOptions(), kallsyms: bool = False,
           env: tuple = ()) -> qemu.BootResult:
@@ -145,13 +152,18 @@ def test_cache_model_counts_between_markers(runs):
     assert sum(m for _, _, m in w.kernel_tbs) == l1i.misses_kernel
 
 
-def test_a_kernel_that_cannot_find_init_fails_with_its_console(loop, cache_dir):
+def test_a_kernel_that_cannot_find_init_is_a_guest_failure_with_its_console(loop, cache_dir, tmp_path):
+    req = {"kernel": KERNELS[-1], "argv": [loop, "1", "0"], "accel": "tcg", "cmdline": "rdinit=/nonexistent",
+           "cache_dir": cache_dir, "timeout_s": 60, "result": str(tmp_path / "out.json")}
+    (tmp_path / "req.json").write_text(json.dumps(req))
     start = time.monotonic()
-    r = qemu.boot(qemu.BootRequest(kernel=KERNELS[-1], argv=(loop, "1", "0"), accel="tcg",
-                                   cmdline="rdinit=/nonexistent", timeout_s=60, cache_dir=cache_dir))
-    assert time.monotonic() - start < 40
-    assert r.status is None and "panic" in r.failure
-    assert "Kernel panic" in r.console_tail
+    proc = _launch(tmp_path / "req.json")
+    assert time.monotonic() - start < 50
+    assert proc.returncode == 125 and proc.stdout == b""
+    assert proc.stderr.decode().startswith("perfab.kernel.launch: the guest kernel panicked")
+    body = json.loads((tmp_path / "out.json").read_text())
+    assert body["status"] is None and "panic" in body["failure"]
+    assert "Kernel panic" in body["console_tail"] and body["windows"] == []
 
 
 def test_a_guest_past_its_deadline_is_killed_with_a_failure(loop, cache_dir):
@@ -168,9 +180,7 @@ def test_launch_repeats_an_identical_boot_exactly(runs, loop, cache_dir, tmp_pat
            "plugin": {}, "cache_dir": cache_dir, "symbols": "guest", "top": 10,
            "result": str(tmp_path / "out.json"), "timeout_s": 120}
     (tmp_path / "req.json").write_text(json.dumps(req))
-    env = {**os.environ, "PYTHONPATH": str(Path(qemu.__file__).parents[2])}
-    proc = subprocess.run([sys.executable, "-m", "perfab.kernel.launch", str(tmp_path / "req.json")],
-                          capture_output=True, env=env, timeout=180)
+    proc = _launch(tmp_path / "req.json")
     assert proc.returncode == 3, proc.stderr
     assert proc.stdout == f"looped {N} cpus 1 x -\n".encode() and proc.stderr == b"to stderr\n"
     body = json.loads((tmp_path / "out.json").read_text())
@@ -184,11 +194,9 @@ def test_launch_repeats_an_identical_boot_exactly(runs, loop, cache_dir, tmp_pat
 
 def test_launch_rejects_a_bad_request_in_one_line(tmp_path):
     (tmp_path / "req.json").write_text(json.dumps({"kernel": "/nonexistent", "argv": ["x"], "vcpu": 2}))
-    env = {**os.environ, "PYTHONPATH": str(Path(qemu.__file__).parents[2])}
-    proc = subprocess.run([sys.executable, "-m", "perfab.kernel.launch", str(tmp_path / "req.json")],
-                          capture_output=True, text=True, env=env, timeout=60)
+    proc = _launch(tmp_path / "req.json")
     assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1 and "unknown key(s) vcpu" in proc.stderr
+    assert proc.stderr.count(b"\n") == 1 and b"unknown key(s) vcpu" in proc.stderr
 
 
 def test_kvm_probe_is_quick_and_auto_falls_back_to_tcg():
@@ -199,3 +207,32 @@ def test_kvm_probe_is_quick_and_auto_falls_back_to_tcg():
     assert qemu.choose_accel(req) == ("kvm" if works else "tcg")
     assert qemu.choose_accel(qemu.BootRequest(kernel=KERNELS[-1], argv=("true",),
                                               plugin=qemu.PluginOptions())) == "tcg"
+
+
+def test_a_terminated_launch_takes_its_guest_down(loop, tmp_path):
+    cache = tmp_path / "own-cache"  # names this guest's QEMU among the machine's processes
+    req = {"kernel": KERNELS[-1], "argv": [loop, "1", "0"], "accel": "tcg", "cache_dir": str(cache),
+           "timeout_s": 120, "result": str(tmp_path / "out.json")}
+    (tmp_path / "req.json").write_text(json.dumps(req))
+    env = {**os.environ, "PYTHONPATH": str(Path(qemu.__file__).parents[2])}
+    proc = subprocess.Popen([sys.executable, "-m", "perfab.kernel.launch", str(tmp_path / "req.json")],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not _guests_using(cache) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _guests_using(cache), "QEMU never started"
+    proc.terminate()
+    assert proc.wait(timeout=10) == 143
+    assert not _guests_using(cache)
+
+
+def _guests_using(path: Path) -> list[int]:
+    """Pids of the processes whose command line names ``path``."""
+    found = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and str(path).encode() in (d / "cmdline").read_bytes():
+                found.append(int(d.name))
+        except OSError:
+            continue
+    return found

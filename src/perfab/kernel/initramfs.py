@@ -136,6 +136,8 @@ def _entries(workload: Workload, cache: Path) -> list[_Entry]:
     for path in _host_files(workload):
         _add_host_file(files, path)
     files["/bin/busybox"] = _Entry("/bin/busybox", 0o100755, BUSYBOX.read_bytes())
+    for lib in _shared_libraries(str(BUSYBOX)):  # none for busybox-static
+        _add_host_file(files, lib)
     for applet in APPLETS:
         files[f"/bin/{applet}"] = _Entry(f"/bin/{applet}", 0o120777, b"busybox")
     files["/bin/perfab-guestrun"] = _Entry("/bin/perfab-guestrun", 0o100755,

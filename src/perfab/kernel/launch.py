@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -150,6 +151,9 @@ def _write_json(path: Path, body: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # a runner stopping this run with SIGTERM must not leave the guest running:
+    # SystemExit unwinds through boot(), which kills QEMU's process group
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         sys.stderr.write("usage: python -m perfab.kernel.launch REQUEST.json\n")
