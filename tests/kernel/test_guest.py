@@ -1,7 +1,8 @@
 """Boot Debian's prebuilt kernel under TCG with a static syscall loop and check what comes back.
 
-Each boot takes about 7-10 s of wall time here; the file boots five times
-(plus one panic and one timeout, both short).  One vCPU with the default
+A deterministic (icount) boot of Debian's kernel costs about 8 s of QEMU CPU
+time, a plain TCG one about 3.5 s; the file boots seven times (two of them
+cut short: a timeout and a terminated launch).  One vCPU with the default
 deterministic settings makes identical boots count exactly alike.
 """
 
@@ -73,9 +74,10 @@ def _boot(loop: str, cache_dir: str, n: int, vcpus: int = 1, status: int = 3,
 
 @pytest.fixture(scope="module")
 def runs(loop, cache_dir) -> dict[str, qemu.BootResult]:
-    """1 vCPU at N with the cache model (fetching the guest's symbols), at N and 2N counting; 2 vCPUs at N."""
-    cache = _boot(loop, cache_dir, N, plugin=qemu.PluginOptions(cache=True, l1i="16384:4:64"), kallsyms=True)
-    return {"cache": cache, "one": _boot(loop, cache_dir, N), "double": _boot(loop, cache_dir, 2 * N),
+    """1 vCPU: 2N counting (fetching the guest's symbols), N counting, N with the cache model; 2 vCPUs at N."""
+    double = _boot(loop, cache_dir, 2 * N, kallsyms=True)
+    return {"double": double, "one": _boot(loop, cache_dir, N),
+            "cache": _boot(loop, cache_dir, N, plugin=qemu.PluginOptions(cache=True, l1i="16384:4:64")),
             "smp": _boot(loop, cache_dir, N, vcpus=2, status=0, env=(("PERFAB_X", "yes"),))}
 
 
@@ -113,10 +115,8 @@ def test_kernel_count_doubles_with_the_loop_and_user_count_too(runs):
 
 
 def test_the_cache_model_changes_what_is_measured_not_what_runs(runs):
-    # not the very same boot: the first one also asked the guest for its symbols
     (a,), (b,) = runs["one"].records, runs["cache"].records
-    assert a.insns_user == b.insns_user
-    assert abs(a.insns_kernel - b.insns_kernel) <= 1e-5 * a.insns_kernel
+    assert (a.insns_user, a.insns_kernel) == (b.insns_user, b.insns_kernel)
 
 
 def test_interrupt_and_vmstat_deltas_are_reported(runs):
@@ -127,7 +127,7 @@ def test_interrupt_and_vmstat_deltas_are_reported(runs):
 
 def test_symbols_of_a_syscall_loop_are_syscall_paths(runs):
     # Debian's System.map is a placeholder: the guest's /proc/kallsyms names the blocks
-    syms = tcg.parse_symbols(runs["cache"].kallsyms.decode())
+    syms = tcg.parse_symbols(runs["double"].kallsyms.decode())
     assert len(syms) > 10000
     by_insns, by_misses = tcg.symbolize(syms, runs["cache"].records[0], top=15)
     names = {s.name for s in by_insns}
@@ -227,11 +227,12 @@ def test_a_terminated_launch_takes_its_guest_down(loop, tmp_path):
 
 
 def _guests_using(path: Path) -> list[int]:
-    """Pids of the processes whose command line names ``path``."""
+    """Pids of the QEMU processes whose command line names ``path``."""
     found = []
     for d in Path("/proc").iterdir():
         try:
-            if d.name.isdigit() and str(path).encode() in (d / "cmdline").read_bytes():
+            cmdline = (d / "cmdline").read_bytes() if d.name.isdigit() else b""
+            if cmdline.startswith(qemu.qemu_binary().encode()) and str(path).encode() in cmdline:
                 found.append(int(d.name))
         except OSError:
             continue
