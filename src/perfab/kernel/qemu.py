@@ -64,7 +64,7 @@ class PluginOptions:
 class BootRequest:
     """One boot: a kernel, a machine and the workload to run inside."""
 
-    kernel: str  # bzImage path
+    kernel: str  # bzImage (or vmlinux with a PVH note) path
     argv: tuple[str, ...]  # the workload's command inside the guest
     cmdline: str = ""  # extra kernel command line, after perfab's own (later options win)
     vcpus: int = 1  # -smp
