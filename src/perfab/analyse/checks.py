@@ -87,7 +87,7 @@ def bimodal(values: np.ndarray, side: str, min_share: float = 0.2, min_d: float 
     return None
 
 
-def adjust(pvalues: list[float], method: str) -> list[float]:
+def adjust(pvalues: list[float], method: str, weights: list[float] | None = None) -> list[float]:
     """Adjust p-values for multiple comparisons across a report's rows.
 
     ``bh``: Benjamini-Hochberg step-up, controls the false discovery rate
@@ -95,10 +95,26 @@ def adjust(pvalues: list[float], method: str) -> list[float]:
     JRSS B 57 (1995) 289-300).  ``holm``: Holm's step-down, controls the
     family-wise error rate under any dependence (Holm, Scand. J. Statist.
     6 (1979) 65-70).
+
+    ``weights`` (positive, any scale) give some rows more of alpha.  BH is
+    then the weighted procedure of Genovese, Roeder & Wasserman
+    ("False discovery control with p-value weighting", Biometrika 93
+    (2006) 509-524): BH on ``p / w`` with the weights scaled to mean 1,
+    which keeps the FDR at alpha under the same independence or positive
+    dependence.  Holm is the weighted Holm of
+    ``multiplicity.adjust_anytime``.  Equal weights give the plain
+    procedures.
     """
     p = np.asarray(pvalues, dtype=float)
     if len(p) == 0:
         return []
+    if weights is not None and method == "holm":
+        from perfab.analyse.multiplicity import adjust_anytime
+
+        return adjust_anytime(list(p), "holm", list(weights))
+    if weights is not None:
+        w = np.asarray(weights, dtype=float)
+        p = np.minimum(1.0, p / (w * len(w) / w.sum()))
     if method == "bh":
         return [float(x) for x in stats.false_discovery_control(p, method="bh")]
     order = np.argsort(p)

@@ -40,6 +40,7 @@ from perfab.analyse.checks import adjust, bimodal, drift, too_few_runs
 from perfab.analyse.model import Analysis, Row, WorkloadInfo  # noqa: F401 (re-exported)
 from perfab.analyse.methods import (ABSOLUTE, EXACT_TOLERANCE, SHIFT_MEDIAN, Estimate, exact_spread, get_method,
                                     min_detectable_effect, relative_cv)
+from perfab.analyse.multiplicity import holm_weights
 from perfab.analyse.names import LABELS, RUSAGE_LABELS
 from perfab.analyse.summary import Summary, summarize
 from perfab.errors import UsageError
@@ -316,9 +317,22 @@ def _sequential_verdicts(rows: list[Row], spec: Experiment, alpha: float, confid
     return out, decision
 
 
+PRIMARY_SHARE = 0.8  # share of alpha the primary rows carry when only some rows are primary (as in sequential)
+
+
 def _verdicts(rows: list[Row], alpha: float, fdr: str) -> list[Row]:
+    """Adjust the p-values across rows and give each row its verdict.
+
+    When some rows, not all, are primary (declared before the experiment),
+    they carry ``PRIMARY_SHARE`` of alpha between them and the other rows
+    the rest: weighted Benjamini-Hochberg or weighted Holm
+    (``checks.adjust``), the same split the sequential design gives its
+    primary rows.  Without it a primary row among ten lost a third of its
+    power to the rows nobody gates on.
+    """
     tested = [i for i, r in enumerate(rows) if r.estimate is not None and r.estimate.p is not None]
-    qs = adjust([rows[i].estimate.p for i in tested], fdr)
+    weights = holm_weights([rows[i].primary for i in tested], PRIMARY_SHARE)
+    qs = adjust([rows[i].estimate.p for i in tested], fdr, weights)
     q_of = dict(zip(tested, qs))
     out = []
     for i, r in enumerate(rows):
