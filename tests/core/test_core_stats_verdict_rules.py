@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from stats_sim import Simulator
 
-from perfab.analyse.compare import method_for, verdict
+from perfab.analyse.verdicts import method_for, verdict
 from perfab.analyse.methods import EXACT_TOLERANCE, AssumeExact
 
 ALPHA = 0.05
@@ -108,3 +108,58 @@ def test_the_legend_says_primary_rows_carry_most_of_alpha():
     rng = np.random.default_rng(194)
     text = render(sim.analyse({m: (rng.lognormal(0, 0.01, 8), rng.lognormal(0, 0.01, 8)) for m in ("m0", "m1")}))
     assert "(primary rows carry 80% of it)" in " ".join(text.split())
+
+
+def _ar1(rng, n: int, rho: float, cv: float) -> np.ndarray:
+    """n values in run order, log-normal noise of CV ``cv`` following an AR(1) with lag-1 correlation ``rho``."""
+    e = rng.normal(0, cv * np.sqrt(1 - rho ** 2), n)
+    x = np.empty(n)
+    x[0] = rng.normal(0, cv)
+    for t in range(1, n):
+        x[t] = rho * x[t - 1] + e[t]
+    return np.exp(x)
+
+
+def test_runs_correlated_in_run_order_are_seen_and_widened():
+    """A/A, AR(1) rho 0.5 within each side, n = 20, one row: `**` in 21% of experiments before (3% independent)."""
+    sim = Simulator(["m"])
+    rng = np.random.default_rng(195)
+    false = warned = 0
+    trials = 500
+    for _ in range(trials):
+        row = sim.rows({"m": (_ar1(rng, 20, 0.5, 0.01), _ar1(rng, 20, 0.5, 0.01))})["m"]
+        false += row.verdict == "**"
+        warned += any("correlated in run order" in w and "AR(1)" in w for w in row.warnings)
+    assert _rate("A/A AR(1) rho 0.5: false **", false, trials) <= ALPHA + 0.01  # one Monte-Carlo SE
+    assert _rate("A/A AR(1) rho 0.5: warned", warned, trials) >= 0.8
+
+
+def test_the_serial_check_costs_little_power_on_independent_runs():
+    sim = Simulator(["m"])
+    rng = np.random.default_rng(196)
+    power = warned = 0
+    trials = 300
+    for _ in range(trials):
+        row = sim.rows({"m": (rng.lognormal(0, 0.01, 20), rng.lognormal(0.01, 0.01, 20))})["m"]
+        power += row.verdict == "**"
+        warned += any("correlated in run order" in w for w in row.warnings)
+    assert _rate("independent runs: serial warning", warned, trials) <= 0.15
+    assert _rate("independent runs, +1% at CV 1%: **", power, trials) >= 0.68
+
+
+def test_widening_keeps_the_test_and_the_interval_one_pair():
+    from perfab.analyse.methods import AssumeNothing
+    from perfab.analyse.verdicts import serial_widening
+
+    rng = np.random.default_rng(197)
+    method, checked = AssumeNothing(), 0
+    for _ in range(200):
+        base, exp = _ar1(rng, 20, 0.6, 0.01), 1.007 * _ar1(rng, 20, 0.6, 0.01)
+        est = method.compare(base, exp, 0.95)
+        wide, why = serial_widening(est, method, base, exp, 0.95)
+        if not why:
+            continue
+        checked += 1
+        assert wide.lo <= est.lo <= est.hi <= wide.hi and wide.p >= est.p
+        assert (wide.lo > 0 or wide.hi < 0) == (wide.p <= 0.05), (wide.p, wide.lo, wide.hi)
+    assert checked >= 100

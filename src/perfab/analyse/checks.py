@@ -40,6 +40,34 @@ def drift(values: np.ndarray, order: np.ndarray, side: str, alpha: float = 0.001
     return None
 
 
+def lag1_autocorrelation(sides: list[np.ndarray]) -> tuple[float, float]:
+    """Pooled lag-1 autocorrelation in run order within sides, and its z against independence.
+
+    Each side (its values in run order) is replaced by its ranks, centred
+    on its own mean, so a shift between sides and outliers do not count;
+    the lag-1 products of all sides are pooled over their sums of squares.
+    Under independence r1 is about normal with mean -1/n and variance 1/n
+    for a series of n (Bartlett's approximation; Box, Jenkins & Reinsel,
+    *Time Series Analysis*, 4th ed., 2008, section 2.1.6); pooled over
+    sides, ``z = (r1 + 1/n_mean) * sqrt(sum n)``.  Returns (r1, z); (0, 0)
+    when no side has 8 runs or none varies.
+    """
+    num = den = 0.0
+    counts = []
+    for x in sides:
+        if len(x) < 8 or np.ptp(x) == 0:
+            continue
+        r = stats.rankdata(x)
+        r = r - r.mean()
+        num += float(np.dot(r[:-1], r[1:]))
+        den += float(np.dot(r, r))
+        counts.append(len(x))
+    if not counts or den == 0:
+        return 0.0, 0.0
+    r1 = num / den
+    return r1, (r1 + len(counts) / sum(counts)) * math.sqrt(sum(counts))
+
+
 def bimodal(values: np.ndarray, side: str, min_share: float = 0.2, min_d: float = 5.5) -> str | None:
     """Two well separated clusters, by Ashman's D of the best two-cluster split.
 

@@ -38,11 +38,11 @@ import numpy as np
 
 from perfab.analyse.checks import adjust, bimodal, drift, too_few_runs
 from perfab.analyse.model import Analysis, Row, WorkloadInfo  # noqa: F401 (re-exported)
-from perfab.analyse.methods import (ABSOLUTE, EXACT_TOLERANCE, SHIFT_MEDIAN, Estimate, exact_spread, get_method,
-                                    min_detectable_effect, relative_cv)
+from perfab.analyse.methods import ABSOLUTE, Estimate, get_method, min_detectable_effect, relative_cv
 from perfab.analyse.multiplicity import holm_weights
 from perfab.analyse.names import LABELS, RUSAGE_LABELS
 from perfab.analyse.summary import Summary, summarize
+from perfab.analyse.verdicts import basis_note, method_for, serial_widening, verdict  # noqa: F401 (re-exported)
 from perfab.errors import UsageError
 from perfab.spec import Experiment, MetricSpec, parse_spec
 from perfab.store import Dataset, MetricMeta, Params, Session, Store
@@ -232,47 +232,12 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
                                  drift(base, np.array(base_order), spec.baseline),
                                  drift(exp, np.array(exp_order), variant),
                                  bimodal(base, spec.baseline), bimodal(exp, variant)) if w]
+    if name in ("nonparametric", "normal"):
+        est, serial = serial_widening(est, get_method(name), base, exp, confidence)
+        warnings += serial
     mde = min_detectable_effect(len(base), len(exp), noise, alpha, margin=margin) if name != "exact" else None
     return Row(**common, estimate=est, q=None, verdict="", cv_base=cv_b, cv_exp=cv_e, mde=mde,
                warnings=tuple(warnings))
-
-
-def method_for(name: str, base: np.ndarray, exp: np.ndarray) -> tuple[str, tuple[str, ...]]:
-    """The method a row is judged by, and why it is not the one asked for.
-
-    The exact method (``methods.AssumeExact``) assumes deterministic counts:
-    it applies only where every side's values are equal or vary within
-    ``EXACT_TOLERANCE`` of their median.  A row whose counts vary more (a
-    workload with a random or time-dependent path, threads under valgrind)
-    is judged by the rank method (``nonparametric``), row by row, with a
-    warning naming the spread: called exact, an A/A run of such a workload
-    read ``-0.33% **``.
-    """
-    if name != "exact":
-        return name, ()
-    spread = exact_spread(base, exp)
-    if spread <= EXACT_TOLERANCE:
-        return name, ()
-    return "nonparametric", (f"counts vary within a side by {100 * spread:.2g}% (the exact method tolerates "
-                             f"{100 * EXACT_TOLERANCE:g}%): judged by the rank test (nonparametric), not as "
-                             "deterministic counts",)
-
-
-def basis_note(est: Estimate, base: np.ndarray, exp: np.ndarray) -> tuple[str, ...]:
-    """Why a rank-method Delta is a shift over the baseline median rather than a ratio, when it is.
-
-    The Hodges-Lehmann change is a ratio (on log values) only when every
-    value is positive and, on a grid, more than one step above 0
-    (``methods`` module docstring).  One zero among many runs moves the row
-    to the shift over the baseline median, which can change the verdict;
-    the row says so and why.
-    """
-    if est.basis != SHIFT_MEDIAN or est.method not in ("nonparametric", "sequential"):
-        return ()
-    low = int(np.sum(base <= 0) + np.sum(exp <= 0))
-    why = (f"{low} of {len(base) + len(exp)} values are 0 or negative" if low
-           else "values come within one grid step of 0")
-    return (f"{why}: Delta is the Hodges-Lehmann shift over the baseline median, not a ratio",)
 
 
 def _summaries(spec: Experiment, idx: _Index, workload: str, point: Params, metric: str,
@@ -354,51 +319,6 @@ def _resolution_warning(est: Estimate, margin: float, verdict_: str) -> tuple[st
     if est.coarse:
         text += "; with less spread than one step, the interval covers any shift rounding could hide"
     return (text,)
-
-
-def verdict(est: Estimate, margin: float, q: float | None, alpha: float) -> str:
-    """``**``, ``flat`` or ``ns`` for one estimate (see the module docstring)."""
-    if est.method == "exact":
-        return _exact_verdict(est, margin)
-    if est.basis == ABSOLUTE:
-        lo, hi = est.shift_lo, est.shift_hi
-        if lo is None or hi is None or q is None:
-            return "ns"
-        return "**" if q <= alpha and (lo > 0 or hi < 0) else "ns"
-    if est.delta is None or est.lo is None or est.hi is None or not math.isfinite(est.delta):
-        return "ns"
-    if _inside(est, margin) and est.resolution <= margin:
-        return "flat"
-    if q is not None and q <= alpha and (est.lo > margin or est.hi < -margin):
-        return "**"
-    return "ns"
-
-
-def _exact_verdict(est: Estimate, margin: float) -> str:
-    """The exact method's verdict: its interval (all pairwise ratios, or differences) against the margin.
-
-    ``**`` when the whole interval lies beyond the margin, and, when values
-    vary at all, beyond ``EXACT_TOLERANCE`` too: a spread the method
-    tolerates within a side never makes a change on its own.  ``flat`` when
-    it lies inside +-margin; ``ns`` otherwise.  With a baseline median of 0
-    the interval is of differences in the metric's unit, and ``flat`` needs
-    it to be exactly 0.
-    """
-    if est.basis == ABSOLUTE:
-        lo, hi = est.shift_lo, est.shift_hi
-        if lo is None or hi is None:
-            return "ns"
-        return "**" if lo > 0 or hi < 0 else ("flat" if lo == hi == 0 else "ns")
-    if est.delta is None or est.lo is None or est.hi is None or not math.isfinite(est.delta):
-        return "ns"
-    bound = margin if est.lo == est.hi else max(margin, EXACT_TOLERANCE)
-    if est.lo > bound or est.hi < -bound:
-        return "**"
-    return "flat" if _inside(est, margin) else "ns"
-
-
-def _inside(est: Estimate, margin: float) -> bool:
-    return est.lo is not None and est.hi is not None and -margin <= est.lo and est.hi <= margin
 
 
 def _pct(x: float) -> str:
