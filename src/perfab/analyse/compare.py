@@ -42,7 +42,7 @@ from perfab.analyse.methods import ABSOLUTE, Estimate, get_method, min_detectabl
 from perfab.analyse.multiplicity import holm_weights
 from perfab.analyse.names import LABELS, RUSAGE_LABELS
 from perfab.analyse.summary import Summary, summarize
-from perfab.analyse.verdicts import basis_note, method_for, serial_widening, verdict  # noqa: F401 (re-exported)
+from perfab.analyse.verdicts import basis_note, grid_pair, method_for, serial_widening, verdict  # noqa: F401 (re-exported)
 from perfab.errors import UsageError
 from perfab.spec import Experiment, MetricSpec, parse_spec
 from perfab.store import Dataset, MetricMeta, Params, Session, Store
@@ -233,6 +233,7 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
                                  drift(exp, np.array(exp_order), variant),
                                  bimodal(base, spec.baseline), bimodal(exp, variant)) if w]
     if name in ("nonparametric", "normal"):
+        est = grid_pair(est, base, exp)
         est, serial = serial_widening(est, get_method(name), base, exp, confidence)
         warnings += serial
     mde = min_detectable_effect(len(base), len(exp), noise, alpha, margin=margin) if name != "exact" else None

@@ -24,7 +24,8 @@ import numpy as np
 from scipy import special
 
 from perfab.analyse.checks import lag1_autocorrelation
-from perfab.analyse.methods import ABSOLUTE, EXACT_TOLERANCE, SHIFT_MEDIAN, Estimate, exact_spread
+from perfab.analyse.methods import ABSOLUTE, EXACT_TOLERANCE, SHIFT_MEDIAN, Estimate, _rounding_halfwidths, exact_spread
+from perfab.analyse.ranks import _u_cdf, resolution, under_one_step
 
 
 def method_for(name: str, base: np.ndarray, exp: np.ndarray) -> tuple[str, tuple[str, ...]]:
@@ -92,6 +93,73 @@ def serial_widening(est: Estimate, method, base: np.ndarray, exp: np.ndarray,
     note = (f"runs are correlated in run order (lag-1 autocorrelation {r1:+.2f}, z {z:.1f}): interval and p "
             f"widened by {factor:.2f}x for AR(1) serial correlation (effective sample size)")
     return replace(out, p=p), (note,)
+
+
+def grid_pair(est: Estimate, base: np.ndarray, exp: np.ndarray) -> Estimate:
+    """On data on a grid, the rank method's p-value replaced by the one its interval implies: one pair.
+
+    On continuous data the Hodges-Lehmann interval inverts the rank test
+    (Bauer 1972): it leaves out 0 exactly when ``p <= 1 - confidence``.  On
+    a grid the interval is widened for rounding (``methods.AssumeNothing``)
+    and the pairing broke: the permutation p was below 0.05 while the 95%
+    interval covered 0 in 2-75% of rows (more the coarser the grid).  Here
+    p is the smallest ``1 - c`` at which the interval at confidence c
+    leaves out 0.  With ``k`` the rank of the order statistics the interval
+    uses, ``c_k = 1 - 2 P(U <= k - 1)`` (``ranks.hl_rank``); the intervals
+    are nested in k, and ``p = 2 P(U <= k0 - 1)`` for the smallest k0 whose
+    interval leaves out 0, read off the interval's own construction
+    (``grid_rank``).  So the interval decides and p is its test: ``**``
+    needs the adjusted p at most alpha and the interval beyond the margin,
+    and with ``confidence = 1 - alpha`` a single row's interval leaves out
+    0 exactly when p <= alpha.  The permutation p of no change
+    (``ranks.rank_sum_p``) is valid too, and more powerful, but belongs to
+    no interval that accounts for rounding.
+    """
+    if est.method != "nonparametric" or est.resolution == 0 or est.p is None:
+        return est
+    tails = _u_tails(len(base), len(exp))
+    if tails is None:
+        return est
+    k0 = grid_rank(base, exp)
+    top = int(np.searchsorted(tails, 0.5, side="right"))  # ranks with an interval at some confidence
+    return replace(est, p=1.0 if k0 > top else min(1.0, 2 * float(tails[k0 - 1])))
+
+
+def grid_rank(base: np.ndarray, exp: np.ndarray) -> int:
+    """The smallest rank k whose rounding-aware interval (``methods.AssumeNothing``) leaves out 0.
+
+    The interval of rank k is ``[d_(k) - w, d_(nm+1-k) + w]`` when a side
+    shows under three grid values (w the worst rounding error of a
+    difference), else the ``(k - 1/2)/nm`` and ``(nm - k + 1/2)/nm``
+    quantiles of the mixture of rounding triangles about the differences
+    d.  Its lower end is above 0 exactly when fewer than k differences are
+    at most w (or the mixture's CDF at 0, F0, is below ``(k - 1/2)/nm``);
+    the upper end likewise.  Computed on the scale the method uses (log
+    values unless a value lies within a step of 0).
+    """
+    step = resolution(base, exp)
+    log_scale = bool(np.all(base > 0) and np.all(exp > 0)) and min(base.min(), exp.min()) > step
+    a, b = (np.log(base), np.log(exp)) if log_scale else (base, exp)
+    d = np.subtract.outer(b, a).ravel()
+    nm = len(d)
+    h = _rounding_halfwidths(base, exp, step, log_scale)
+    if under_one_step(base) or under_one_step(exp):
+        worst = float(h.max())
+        k_lo = int(np.sum(d <= worst)) + 1
+        k_hi = nm + 1 - int(np.sum(d < -worst))
+    else:
+        z = np.clip(-d / h, -1.0, 1.0)
+        f0 = float(np.where(z < 0, 0.5 * (1 + z) ** 2, 1 - 0.5 * (1 - z) ** 2).mean())
+        k_lo = math.floor(nm * f0 + 0.5) + 1
+        k_hi = math.floor(nm * (1 - f0) + 0.5) + 1
+    return min(k_lo, k_hi)
+
+
+def _u_tails(n: int, m: int) -> np.ndarray | None:
+    """P(U <= u) for u = 0..nm under no difference, as ``ranks.hl_rank`` reads it (None beyond its exact range)."""
+    if n * m > 2500 or n == 0 or m == 0:
+        return None
+    return _u_cdf(n, m)
 
 
 def basis_note(est: Estimate, base: np.ndarray, exp: np.ndarray) -> tuple[str, ...]:
