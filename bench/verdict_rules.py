@@ -17,6 +17,8 @@ Figures (n = 20 per side unless said):
   primary       +1% at CV 1% as the primary row of a 10-row report: `**` rate (single row: about 0.75)
   ar1_aa        A/A, AR(1) rho 0.5 within each side, one row: `**` rate
   indep_power   +1% at CV 1%, independent runs, one row: `**` rate (what the serial check costs)
+  aa_<model>    A/A 10-row reports (one row primary) under each noise model of the audit: share of
+                reports with any `**` (normal, lognormal, t3, grid 2%, rounded 1%, tied, bimodal, AR(1) 0.5)
 """
 
 from __future__ import annotations
@@ -64,7 +66,35 @@ def measure(trials: int) -> dict[str, float]:
                              for _ in range(trials)])
     out["indep_power"] = np.mean([one.rows({"m": (rng.lognormal(0, 0.01, 20), rng.lognormal(0.01, 0.01, 20))}
                                            )["m"].verdict == "**" for _ in range(trials)])
+    out.update(_noise_models(rng, max(20, trials // 4)))
     return {k: float(v) for k, v in out.items()}
+
+
+def _noise_models(rng, reports: int) -> dict[str, float]:
+    """Share of A/A 10-row reports with any `**`, per noise model (CV about 1%)."""
+    import numpy as np
+    from stats_sim import Simulator
+
+    ten = [f"m{i}" for i in range(10)]
+    sim = Simulator(ten, primary=("m0",))
+    models = {
+        "normal": lambda: 1 + 0.01 * rng.normal(size=20),
+        "lognormal": lambda: rng.lognormal(0, 0.01, 20),
+        "t3": lambda: 1 + 0.01 * rng.standard_t(3, 20),
+        "grid": lambda: np.round(rng.lognormal(0, 0.01, 20) / 0.02) * 0.02,
+        "rounded": lambda: np.round(rng.lognormal(0, 0.01, 20) / 0.01) * 0.01,
+        "tied": lambda: rng.choice([0.98, 1.0, 1.0, 1.0, 1.02], 20),
+        "bimodal": lambda: rng.lognormal(0, 0.01, 20) * np.where(rng.random(20) < 0.3, 1.05, 1.0),
+        "ar1": lambda: _ar1(rng, 0.5),
+    }
+    out = {}
+    for name, draw in models.items():
+        hits = 0
+        for _ in range(reports):
+            rows = sim.rows({m: (draw(), draw()) for m in ten})
+            hits += any(r.verdict == "**" for r in rows.values())
+        out[f"aa_{name}"] = hits / reports
+    return out
 
 
 def _grid(sim, rng, trials, rank_sum_p) -> dict[str, float]:
