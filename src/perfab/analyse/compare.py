@@ -16,6 +16,12 @@ three-way verdict (``verdict``):
            is finer than the margin: shown to be no change;
 - ``ns``   neither: inconclusive at this n and noise.
 
+Which method judges a row (the exact method only for deterministic
+counts), the lag-1 check in run order with its widening, the p-value a
+grid row's interval implies, and the rules below are in
+``perfab.analyse.verdicts``; primary rows carry 80% of alpha in the
+adjustment across rows when only some rows are primary.
+
 When the baseline's median is 0 there is no relative change: ``**`` then
 needs the interval of the absolute shift to exclude 0, and nothing is
 ``flat``.  Samples that are not finite never reach a method: the row is

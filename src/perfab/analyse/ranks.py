@@ -160,8 +160,8 @@ def under_one_step(values: np.ndarray) -> bool:
     common value held more than two thirds of its runs; that sent data with
     sigma = q/2 to the worst-case widening about half the time, and
     simulation shows the smoothed interval keeps its coverage there
-    (0.98 at sigma = q/2, 1.00 at q/4 and q/8; ``bench/grid_power.py``) with
-    far more power (+2% on a 2% grid: `**` 0.24 -> 0.90).
+    (0.98 at sigma = q/2, 1.00 at q/4 and q/8; ``bench/verdict_rules.py``) with
+    far more power (+2% on a 2% grid: `**` 0.25 -> 0.82).
     """
     if len(values) < 2:
         return True
