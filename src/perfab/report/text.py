@@ -215,7 +215,9 @@ def _method_note(a: Analysis, methods: list[str], rows: list[Row] = ()) -> str:
     tests = "; ".join(_for_rows(names[m], m, methods, rows) for m in methods)
     if methods == ["exact"]:
         return f"Method: {tests}."
-    return f"Tests: {tests}; {fdr} at alpha {a.alpha:g} across rows."
+    tested = [r.primary for r in a.rows if r.estimate is not None and r.estimate.p is not None]
+    weighted = " (primary rows carry 80% of it)" if 0 < sum(tested) < len(tested) else ""
+    return f"Tests: {tests}; {fdr} at alpha {a.alpha:g} across rows{weighted}."
 
 
 def _problems(info, rows: list[Row], rows_all: tuple[Row, ...]) -> list[str]:
