@@ -208,7 +208,7 @@ def test_html_into_a_missing_directory(elves, tmp_path):
     """-o into a directory that does not exist: one line naming the path; nothing half-written."""
     target = tmp_path / "nodir" / "size.html"
     size("--format", "html", "-o", target, elves / "a", elves / "b").one_line_error(
-        2, rf"cannot write {target}: No such file or directory; give a writable path$")
+        2, rf"cannot write the report to {target}: No such file or directory; give a writable path$")
     assert not target.parent.exists()
 
 
