@@ -371,7 +371,7 @@ EXPECTED = {
     'detect-without-pattern': "variant[0].detect_pattern: missing; add the regex that detect's output must match",
     'git-ref-like-an-option': 'variant[0].git: \'--upload-pack=touch /tmp/x\' is not a git ref; name a branch, tag or commit, e.g. "v6.1"',
     'git-ref-blank': 'variant[0].git: \' \' is not a git ref; name a branch, tag or commit, e.g. "v6.1"',
-    'repo-not-a-git-repository': "/nonexistent is not inside a git repository; set experiment.repo to the repository the sides' git refs name",
+    'repo-not-a-git-repository': "experiment.repo '/nonexistent' does not exist; set it to the git repository the sides' git refs name",
     'build-unknown-placeholder': "variant 'a' build: unknown placeholder {nope}; known: {build}, {experiment}, {src}, {variant}",
     'seed-beyond-int64': 'experiment.seed: must be <= 9,223,372,036,854,775,807, got 9,223,372,036,854,775,808; use a value <= 9,223,372,036,854,775,807',
     'seed-float': 'experiment.seed: expected integer, got float 1.0; write it as a TOML integer',

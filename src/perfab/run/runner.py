@@ -126,7 +126,8 @@ class Runner:
                                  "or start a new session with --new-session")
             self.store.claim(pending.id, takeover)
             session, side = pending.id, pending.side
-            self.sources = self._build([side] if side else None)
+            recorded = {k: v.get("content") for k, v in (pending.sources or {}).items() if isinstance(v, dict)}
+            self.sources = self._build([side] if side else None, recorded)
             todo = self.store.remaining(session)
         else:
             if pending is not None and not new_session:
@@ -145,12 +146,13 @@ class Runner:
                                                {k: v.to_json() for k, v in self.sources.items()})
         return self._execute(session, side, todo)
 
-    def _build(self, sides: list[str] | None) -> dict:
-        """Resolve, check out and build the sides that come from source, before anything is stored."""
+    def _build(self, sides: list[str] | None, recorded: dict[str, str] | None = None) -> dict:
+        """Resolve, check out and build the sides that come from source, before anything is stored; on resume,
+        ``recorded`` holds each side's content hash as the session stored it."""
         chosen = [v for v in self.exp.variants if sides is None or v.name in sides]
         sources = resolve(self.exp, chosen)
         preflight(self.exp, sides, self._env, False, sources)  # placeholders, before a long build
-        return build_all(self.exp, sources, self._env, self.say)
+        return build_all(self.exp, sources, self._env, self.say, recorded)
 
     def resolve_side(self, side: str | None) -> str | None:
         """The external side this session is (``--side`` or the variants' ``detect``)."""

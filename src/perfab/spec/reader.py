@@ -120,6 +120,13 @@ class _Reader:
             raise self.fail(f"{where}.{key}", f"must be <= {maximum:,}, got {value:,}", f"use a value <= {maximum:,}")
         return value
 
+    def _build_timeout(self, e: dict, w: str) -> float:
+        """``experiment.build_timeout``: seconds, more than 0 (a build given no time cannot run)."""
+        value = float(self.number(e, w, "build_timeout", 3600.0, maximum=7 * 86400))
+        if value == 0:
+            raise self.fail(f"{w}.build_timeout", "must be > 0, got 0", "give the seconds a build may take (default 3600)")
+        return value
+
     def choice(self, table: dict, where: str, key: str, choices: tuple[str, ...], default: str) -> str:
         value = self.get(table, where, key, str, default)
         if value not in choices:
@@ -187,7 +194,7 @@ class _Reader:
             path=self.path,
             build=self.strings(e, w, "build"),
             repo=self.get(e, w, "repo", str),
-            build_timeout_s=float(self.number(e, w, "build_timeout", 3600.0, maximum=7 * 86400)),
+            build_timeout_s=self._build_timeout(e, w),
             sequential=sequential,
         )
         self.plan_size(exp)
