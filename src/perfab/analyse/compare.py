@@ -40,6 +40,7 @@ from perfab.analyse.checks import adjust, bimodal, drift, too_few_runs
 from perfab.analyse.model import Analysis, Row, WorkloadInfo  # noqa: F401 (re-exported)
 from perfab.analyse.methods import ABSOLUTE, Estimate, get_method, min_detectable_effect, relative_cv
 from perfab.analyse.names import LABELS, RUSAGE_LABELS
+from perfab.analyse.pooling import pooled_warnings
 from perfab.analyse.summary import Summary, summarize
 from perfab.errors import UsageError
 from perfab.spec import Experiment, MetricSpec, parse_spec
@@ -380,6 +381,7 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index)
     workloads = {json.dumps(_workload_tables(s.spec_text), sort_keys=True) for s in sessions}
     if len(workloads) > 1:
         warnings.append("the workloads changed between sessions: runs of different commands are pooled")
+    warnings += pooled_warnings(sessions, spec)
     if spec.order == "sequential":
         warnings.append("sequential order: slow drift of the machine is confounded with the change")
     for w in spec.workloads:

@@ -44,6 +44,7 @@ from perfab.plan import PlannedRun, block_of, blocks_for, first_blocks, make_pla
 from perfab.run.backends import Backend
 from perfab.run.around import Around
 from perfab.run.build import build_all, resolve
+from perfab.run.programs import program_hashes
 from perfab.run.context import SideContext
 from perfab.run.executor import Executor
 from perfab.run.preflight import pinned_cpus, preflight
@@ -143,8 +144,18 @@ class Runner:
                 todo = first_blocks(todo, blocks_for(self.exp, self.exp.sequential.min_runs))
             session = self.store.start_session(self.exp.name, self.exp.source, self.exp.path, self.exp.spec_hash,
                                                side, self.backend.name, self.groups, self.environment, todo,
-                                               {k: v.to_json() for k, v in self.sources.items()})
+                                               self._sources_json(sides))
         return self._execute(session, side, todo)
+
+    def _sources_json(self, sides: list[str] | None) -> dict:
+        """What the session stores of each side's origin: its build, and the content of the programs it runs."""
+        out = {k: v.to_json() for k, v in self.sources.items()}
+        if getattr(self.executor, "resolves_programs", True):
+            for v in self.exp.variants:
+                if sides is None or v.name in sides:
+                    if programs := program_hashes(self.exp, v, self._env(v), self._source(v)):
+                        out.setdefault(v.name, {})["programs"] = programs
+        return out
 
     def _build(self, sides: list[str] | None, recorded: dict[str, str] | None = None) -> dict:
         """Resolve, check out and build the sides that come from source, before anything is stored; on resume,
