@@ -19,8 +19,11 @@ def fmt_value(row: Row, value: float | None) -> str:
 
 
 def fmt_number(value: float, integral: bool) -> str:
-    """Thousands separators for counts and large values, G beyond 1e10, about five significant digits otherwise."""
+    """Thousands separators for counts and large values, G beyond 1e10, ``1.7e+308`` beyond 1e15 and below 1e-4,
+    about five significant digits otherwise."""
     mag = abs(value)
+    if mag >= 1e15 or 0 < mag < 1e-4:  # beyond G, or below the last of four decimals: a power of ten
+        return f"{value:.4g}"
     if mag >= 1e10:
         return f"{value / 1e9:,.2f}G"
     if integral or mag >= 1e5:
@@ -50,6 +53,8 @@ def fmt_delta(row: Row) -> str:
             text = fmt_value(row, est.shift)
             return text if text.startswith("-") else "+" + text
         return "-"
+    if est.delta >= 1e6:
+        return f"x{1 + est.delta:.3g}"
     if est.delta >= 9:
         return f"x{1 + est.delta:,.1f}"
     text = f"{100 * est.delta:+.2f}%"
