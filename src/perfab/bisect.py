@@ -5,8 +5,15 @@ template of a side built from git: ``build`` with ``{src}``/``{build}``)
 and two commits, bisect first measures good against bad: the metric must
 differ (``**``) in the worse direction, else there is nothing to find.
 It then walks the first-parent path from good to bad by halving, as
-``git bisect`` does, without touching the repository's checkout (every
-commit is built in perfab's cache, once).  Each candidate is measured in
+``git bisect --first-parent`` does, without touching the repository's
+checkout (every commit is built in perfab's cache, once).  When the first
+bad commit there is a merge, it walks into the branch the merge brought in
+(its second parent's first parents) and bisects that, as ``git bisect``
+does, and says so; the merge itself is named only when every commit of
+the branch is good.  A candidate that cannot be built is skipped, as
+``git bisect skip`` does, and the range left is named when only skipped
+commits remain.  With a sweep, the point that regressed most from good to
+bad is the one bisected.  Each candidate is measured in
 one session beside both ends (three sides, interleaved) and classified
 as Chromium's Pinpoint does:
 
@@ -37,7 +44,7 @@ import tomli_w
 
 from perfab.analyse.compare import Analysis, Row, compare
 from perfab.errors import PerfabError, UsageError
-from perfab.run.build import repository
+from perfab.run.build import BuildError, repository
 from perfab.spec import Experiment, load_spec, parse_spec
 from perfab.store import Store
 
@@ -69,6 +76,7 @@ class BisectResult:
     steps: tuple[Step, ...]  # the path taken, in order
     candidates: int  # commits on the path between good and bad (bad included)
     analysis: Analysis  # parent vs culprit
+    walk: str = "first parents from good to bad"  # which commits were searched (first parents, merged branches)
 
 
 def bisect(spec_path: str, good: str, bad: str, store: Store, run_step: Callable, metric: str | None = None,
@@ -84,24 +92,52 @@ def bisect(spec_path: str, good: str, bad: str, store: Store, run_step: Callable
     repo = repository(exp)
     good_c, bad_c = _commit(repo, good), _commit(repo, bad)
     path = _first_parent_path(repo, good_c, bad_c)
-    say(f"bisecting {len(path)} commits between {good_c[:SHORT]} and {bad_c[:SHORT]}")
+    say(f"bisecting {len(path)} commits between {good_c[:SHORT]} and {bad_c[:SHORT]} along first parents")
     ends = _Bisection(exp, repo, good_c, bad_c, store, run_step, metric, max_retries, say)
     row = ends.establish()
-    lo, hi = -1, len(path) - 1  # path[hi] is bad; path[lo] (good when -1) is good
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        step = ends.classify(path[mid])
-        if step.decision == "undecided":
-            raise PerfabError(f"cannot decide {path[mid][:SHORT]} ({step.vs_good} vs good, {step.vs_bad} vs bad) "
-                              f"after {step.sessions} sessions; rerun with more runs or narrow --good/--bad")
-        lo, hi = (lo, mid) if step.decision == "bad" else (mid, hi)
-    culprit = path[hi]
-    parent = path[lo] if lo >= 0 else good_c
+    culprit = _search(ends, path, good_c)
+    walk = "first parents from good to bad"
+    while (branch := _merged_branch(repo, culprit)):
+        say(f"{culprit[:SHORT]} is a merge: bisecting the {len(branch)} commits of the branch it merged")
+        inner = _search(ends, branch + [culprit], None)
+        walk += f", then into the branch merged by {culprit[:SHORT]}"
+        if inner == culprit:
+            walk += " (every commit of it good: the merge itself)"
+            break
+        culprit = inner
+    parent = _commit(repo, f"{culprit}^")
     analysis = ends.confirm(parent, culprit)
     subject = _subject(repo, culprit)
     change = row.estimate.delta if row.estimate is not None else None
     line = _summary(culprit, subject, row, change)
-    return BisectResult(culprit, subject, parent, ends.metric, change, line, tuple(ends.steps), len(path), analysis)
+    return BisectResult(culprit, subject, parent, ends.metric, change, line, tuple(ends.steps), len(path), analysis,
+                        walk)
+
+
+def _search(ends: "_Bisection", path: list[str], good: str | None) -> str:
+    """The first bad commit of ``path`` (its last commit is bad, the one before its first good), by halving.
+
+    A candidate that cannot be built is skipped as ``git bisect skip`` does: the nearest other commit of the
+    range is tried; when only skipped commits are left between the last good and the first bad, the range is
+    named instead of a culprit."""
+    lo, hi, skipped = -1, len(path) - 1, set()
+    while open_ := [i for i in range(lo + 1, hi) if i not in skipped]:
+        mid = min(open_, key=lambda i: (abs(i - (lo + hi) / 2), i))
+        step = ends.classify(path[mid])
+        if step.decision == "skip":
+            skipped.add(mid)
+            continue
+        if step.decision == "undecided":
+            raise PerfabError(f"cannot decide {path[mid][:SHORT]} ({step.vs_good} vs good, {step.vs_bad} vs bad) "
+                              f"after {step.sessions} sessions; rerun with more runs or narrow --good/--bad")
+        lo, hi = (lo, mid) if step.decision == "bad" else (mid, hi)
+    if any(lo < i < hi for i in skipped):
+        first_good = path[lo][:SHORT] if lo >= 0 else (good or "the branch's base")[:SHORT]
+        left = " ".join(c[:SHORT] for c in path[lo + 1:hi + 1])
+        raise PerfabError(f"the first bad commit is one of {left} (after good {first_good[:SHORT]}): the ones "
+                          "before the last could not be built and were skipped; fix their build or bisect "
+                          "them by hand")
+    return path[hi]
 
 
 def max_steps(candidates: int) -> int:
@@ -116,12 +152,13 @@ class _Bisection:
         self.store, self.run_step, self.metric, self.max_retries, self.say = store, run_step, metric, max_retries, say
         self.steps: list[Step] = []
         self.direction: bool | None = None  # True: the metric went up from good to bad
+        self.point: tuple = ()  # the sweep point bisected (the one that regressed most), () without a sweep
 
     def establish(self) -> Row:
         """Good against bad: the regression must be there, beyond noise."""
         exp = self._experiment("ends", [self.good, self.bad])
         analysis = self._measure(exp)
-        row = self._row(analysis, _side("bad", self.bad))
+        row = self._worst_point(analysis, _side("bad", self.bad))
         if row.verdict != "**":
             raise PerfabError(f"{self.metric}: good {self.good[:SHORT]} and bad {self.bad[:SHORT]} do not differ "
                               f"beyond noise ({_change(row)}); nothing to bisect")
@@ -136,7 +173,10 @@ class _Bisection:
         exp = self._experiment(commit[:SHORT], [self.good, commit, self.bad])
         sessions = 0
         while True:
-            analysis = self._measure(exp)
+            try:
+                analysis = self._measure(exp)
+            except BuildError as err:
+                return self._skip(commit, err)
             sessions += 1
             vs_good = self._row(analysis, _side("cand", commit))
             vs_bad = self._row(self._rebased(exp, commit), _side("bad", self.bad))
@@ -150,6 +190,13 @@ class _Bisection:
         step = Step(commit, _subject(self.repo, commit), _change(vs_good), _change(vs_bad), decision, sessions)
         self.steps.append(step)
         self.say(f"{commit[:SHORT]} {decision}: {step.vs_good} vs good, {step.vs_bad} to bad")
+        return step
+
+    def _skip(self, commit: str, err: BuildError) -> Step:
+        """A candidate that cannot be built: skipped, as ``git bisect skip`` does."""
+        step = Step(commit, _subject(self.repo, commit), "-", "-", "skip", 0)
+        self.steps.append(step)
+        self.say(f"{commit[:SHORT]} skip: cannot build it ({str(err)[:120]}); trying another commit")
         return step
 
     def confirm(self, parent: str, culprit: str) -> Analysis:
@@ -176,8 +223,27 @@ class _Bisection:
         """The same runs compared against the candidate (to see whether bad differs from it)."""
         return compare(self.store.load(exp.name), replace(exp, baseline=_side("cand", commit)))
 
+    def _worst_point(self, analysis: Analysis, variant: str) -> Row:
+        """Good against bad at every sweep point of the metric; the point that regressed most is bisected."""
+        rows = [r for r in analysis.rows if r.metric == self.metric and r.variant == variant]
+        if not rows:
+            raise UsageError(f"no metric {self.metric!r} measured for {variant}; pass --metric with one the "
+                             "workload reports")
+        missing = {r.params for r in analysis.rows if r.variant == variant} - {r.params for r in rows}
+        if missing:
+            raise UsageError(f"metric {self.metric!r} is missing at sweep point "
+                             f"{' '.join(f'{k}={v}' for k, v in sorted(missing)[0])}; pass --metric with one "
+                             "every point reports")
+        worse = [r for r in rows if r.verdict == "**" and (r.higher_is_better is None or r.regressed)]
+        row = max(worse, key=lambda r: abs(r.estimate.delta or 0.0)) if worse else rows[0]
+        self.point = row.params
+        if row.params:
+            self.say(f"bisecting {self.metric} at {' '.join(f'{k}={v}' for k, v in row.params)}")
+        return row
+
     def _row(self, analysis: Analysis, variant: str) -> Row:
-        rows = [r for r in analysis.rows if r.metric == self.metric and r.variant == variant and not r.params]
+        rows = [r for r in analysis.rows if r.metric == self.metric and r.variant == variant
+                and r.params == self.point]
         if not rows:
             raise UsageError(f"no metric {self.metric!r} measured for {variant}; pass --metric with one the "
                              "workload reports")
@@ -230,6 +296,14 @@ def _commit(repo: Path, ref: str) -> str:
 
 def _subject(repo: Path, commit: str) -> str:
     return _git(repo, "log", "-1", "--format=%s", commit).strip()
+
+
+def _merged_branch(repo: Path, commit: str) -> list[str]:
+    """The commits a merge brought in along its second parent's first parents, oldest first; [] for no merge."""
+    parents = _git(repo, "rev-list", "--parents", "-n", "1", commit).split()[1:]
+    if len(parents) < 2:
+        return []
+    return _git(repo, "rev-list", "--first-parent", "--reverse", f"{parents[0]}..{parents[1]}").split()
 
 
 def _first_parent_path(repo: Path, good: str, bad: str) -> list[str]:

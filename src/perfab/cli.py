@@ -317,7 +317,7 @@ def cmd_bisect(args, stdout, stderr) -> int:
     print(result.regression, file=stdout)
     print("", file=stdout)
     print(f"path ({len(result.steps)} of at most {max_steps(result.candidates) - 2} steps over "
-          f"{result.candidates} commits):", file=stdout)
+          f"{result.candidates} commits; searched: {result.walk}):", file=stdout)
     for step in result.steps:
         print(f"  {step.commit[:12]}  {step.decision:<5}  vs good {step.vs_good:<14} to bad {step.vs_bad:<14} "
               f"{step.subject[:30]}", file=stdout)
