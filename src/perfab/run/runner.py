@@ -44,6 +44,7 @@ from perfab.plan import PlannedRun, block_of, blocks_for, first_blocks, make_pla
 from perfab.run.backends import Backend
 from perfab.run.around import Around
 from perfab.run.build import build_all, resolve
+from perfab.run.layout import LAYOUT, pad_env, string_bytes
 from perfab.run.programs import program_hashes
 from perfab.run.context import SideContext
 from perfab.run.executor import Executor
@@ -111,6 +112,8 @@ class Runner:
         self._cpus = None if exp.pin is None else pinned_cpus(exp.pin, exp.path)
         self.recorder = _recorder(exp)
         self.sources: dict = {}  # side -> perfab.run.build.Source, for sides built from source
+        self._widest: dict[tuple, int] = {}  # (workload, sweep point) -> string bytes of its widest side
+        self.environment = {**self.environment, "layout": LAYOUT}
 
     # -- sessions -----------------------------------------------------------
 
@@ -313,8 +316,9 @@ class Runner:
         try:
             inner = self.recorder.wrap(argv, scratch) if self.recorder else argv
             full = self.backend.wrap(inner, scratch, group)
-            ex = self.executor.execute(full, self._env(variant), self._cwd(workload, values), workload.timeout_s,
-                                       self.exp.stdout_cap_bytes, self._cpus)
+            cwd = self._cwd(workload, values)
+            ex = self.executor.execute(full, self._padded_env(variant, workload, planned, cwd), cwd,
+                                       workload.timeout_s, self.exp.stdout_cap_bytes, self._cpus)
             measurement = self._measurement(ex, scratch, group)
             own_rusage = _shim_rusage(scratch / "rusage") if shim else None
         finally:
@@ -323,6 +327,19 @@ class Runner:
                 shutil.rmtree(scratch, ignore_errors=True)  # next run recreates it
         return around.finish(record(ex, started, measurement, parse, self.backend, workload, own_rusage),
                              self.backend)
+
+    def _padded_env(self, variant: Variant, workload: Workload, planned: PlannedRun, cwd: str | None) -> dict:
+        """The side's environment padded so every side's workload starts with as many string bytes
+        (``perfab.run.layout``): a layout difference is not measured as the change."""
+        def need(v: Variant) -> int:
+            values = self._values(v, workload, planned)
+            argv = [expand(a, values) for a in workload.argv]
+            return string_bytes(["/bin/sh", "-c", *argv] if workload.shell else argv, self._env(v), cwd)
+
+        key = (workload.name, planned.params)
+        if key not in self._widest:
+            self._widest[key] = max(need(v) for v in self.exp.variants)
+        return pad_env(self._env(variant), need(variant), self._widest[key])
 
     def _argv(self, workload: Workload, variant: Variant, values: dict[str, str], scratch: Path):
         """The command: the side's wrap, the workload's rusage shim when a wrap may fork, the workload."""

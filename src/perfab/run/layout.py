@@ -1,0 +1,41 @@
+"""Equal memory layout for every side: the same bytes of argv and environment, padded.
+
+A process's initial stack holds its argv and environment strings and the
+path it was executed by; their total size shifts where the stack, and so
+every stack variable, starts.  Two sides whose commands differ only in a
+path's length (``./build/inline/prog`` and ``./build/outline/prog``) or in
+an environment variable can differ by that alignment alone (Mytkowicz et
+al., "Producing wrong data without doing anything obviously wrong!",
+ASPLOS 2009).  ``pad_env`` gives each run the environment variable
+``PERFAB_LAYOUT_PAD`` sized so that every side's workload starts with the
+same number of string bytes at each sweep point; the session records that
+it did so (``environment["layout"]``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+PAD_VAR = "PERFAB_LAYOUT_PAD"
+HEADROOM = 64  # bytes of padding the longest side still gets: the variable is always there, at one offset
+LAYOUT = f"argv, environment and program path padded to equal bytes on every side ({PAD_VAR})"
+
+
+def string_bytes(argv: list[str], env: dict[str, str], cwd: str | None) -> int:
+    """Bytes of the strings exec puts on a new stack: argv, ``NAME=value`` pairs and the program's path."""
+    total = sum(len(os.fsencode(a)) + 1 for a in argv)
+    total += sum(len(os.fsencode(k)) + len(os.fsencode(v)) + 2 for k, v in env.items() if k != PAD_VAR)
+    return total + len(os.fsencode(_program_path(argv[0], env, cwd))) + 1 if argv else total
+
+
+def pad_env(env: dict[str, str], own: int, widest: int) -> dict[str, str]:
+    """``env`` with ``PAD_VAR`` sized so that a side needing ``own`` bytes reaches ``widest`` plus headroom."""
+    return {**env, PAD_VAR: "." * (widest - own + HEADROOM)}
+
+
+def _program_path(program: str, env: dict[str, str], cwd: str | None) -> str:
+    """The path exec is given for ``program``: as written with a ``/``, else found on the side's PATH."""
+    if "/" in program:
+        return program
+    return shutil.which(program, path=env.get("PATH", os.defpath)) or program
