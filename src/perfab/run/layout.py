@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import Callable
+
+from perfab.spec import Variant, Workload, expand
 
 PAD_VAR = "PERFAB_LAYOUT_PAD"
 HEADROOM = 64  # bytes of padding the longest side still gets: the variable is always there, at one offset
@@ -39,3 +42,23 @@ def _program_path(program: str, env: dict[str, str], cwd: str | None) -> str:
     if "/" in program:
         return program
     return shutil.which(program, path=env.get("PATH", os.defpath)) or program
+
+
+class Padding:
+    """Each run's padded environment, with the widest side's string bytes kept per (workload, sweep point)."""
+
+    def __init__(self, variants: tuple[Variant, ...]):
+        self.variants = variants
+        self._widest: dict[tuple, int] = {}  # (workload, sweep point) -> string bytes of its widest side
+
+    def env(self, variant: Variant, workload: Workload, params: tuple, cwd: str | None,
+            values_of: Callable[[Variant], dict], env_of: Callable[[Variant], dict]) -> dict[str, str]:
+        """``variant``'s environment for a run of ``workload`` at ``params``, padded to the widest side."""
+        def need(v: Variant) -> int:
+            argv = [expand(a, values_of(v)) for a in workload.argv]
+            return string_bytes(["/bin/sh", "-c", *argv] if workload.shell else argv, env_of(v), cwd)
+
+        key = (workload.name, params)
+        if key not in self._widest:
+            self._widest[key] = max(need(v) for v in self.variants)
+        return pad_env(env_of(variant), need(variant), self._widest[key])

@@ -56,3 +56,14 @@ def _digest(path: str) -> str | None:
     except OSError:
         return None
     return h.hexdigest()
+
+
+def session_sources(exp: Experiment, sources: dict, sides: list[str] | None, env_of, source_of, real: bool) -> dict:
+    """The session's ``sources``: each built side's ``Source`` and, when programs are real, their hashes."""
+    out = {k: v.to_json() for k, v in sources.items()}
+    if real:
+        for v in exp.variants:
+            if sides is None or v.name in sides:
+                if programs := program_hashes(exp, v, env_of(v), source_of(v)):
+                    out.setdefault(v.name, {})["programs"] = programs
+    return out

@@ -44,8 +44,8 @@ from perfab.plan import PlannedRun, block_of, blocks_for, first_blocks, make_pla
 from perfab.run.backends import Backend
 from perfab.run.around import Around
 from perfab.run.build import build_all, resolve
-from perfab.run.layout import LAYOUT, pad_env, string_bytes
-from perfab.run.programs import program_hashes
+from perfab.run.layout import LAYOUT, Padding
+from perfab.run.programs import session_sources
 from perfab.run.context import SideContext
 from perfab.run.executor import Executor
 from perfab.run.preflight import pinned_cpus, preflight
@@ -112,7 +112,7 @@ class Runner:
         self._cpus = None if exp.pin is None else pinned_cpus(exp.pin, exp.path)
         self.recorder = _recorder(exp)
         self.sources: dict = {}  # side -> perfab.run.build.Source, for sides built from source
-        self._widest: dict[tuple, int] = {}  # (workload, sweep point) -> string bytes of its widest side
+        self._padding = Padding(exp.variants)  # equal argv and environment bytes on every side
         self.environment = {**self.environment, "layout": LAYOUT}
 
     # -- sessions -----------------------------------------------------------
@@ -152,13 +152,8 @@ class Runner:
 
     def _sources_json(self, sides: list[str] | None) -> dict:
         """What the session stores of each side's origin: its build, and the content of the programs it runs."""
-        out = {k: v.to_json() for k, v in self.sources.items()}
-        if getattr(self.executor, "resolves_programs", True):
-            for v in self.exp.variants:
-                if sides is None or v.name in sides:
-                    if programs := program_hashes(self.exp, v, self._env(v), self._source(v)):
-                        out.setdefault(v.name, {})["programs"] = programs
-        return out
+        real = getattr(self.executor, "resolves_programs", True)
+        return session_sources(self.exp, self.sources, sides, self._env, self._source, real)
 
     def _build(self, sides: list[str] | None, recorded: dict[str, str] | None = None) -> dict:
         """Resolve, check out and build the sides that come from source, before anything is stored; on resume,
@@ -329,17 +324,9 @@ class Runner:
                              self.backend)
 
     def _padded_env(self, variant: Variant, workload: Workload, planned: PlannedRun, cwd: str | None) -> dict:
-        """The side's environment padded so every side's workload starts with as many string bytes
-        (``perfab.run.layout``): a layout difference is not measured as the change."""
-        def need(v: Variant) -> int:
-            values = self._values(v, workload, planned)
-            argv = [expand(a, values) for a in workload.argv]
-            return string_bytes(["/bin/sh", "-c", *argv] if workload.shell else argv, self._env(v), cwd)
-
-        key = (workload.name, planned.params)
-        if key not in self._widest:
-            self._widest[key] = max(need(v) for v in self.exp.variants)
-        return pad_env(self._env(variant), need(variant), self._widest[key])
+        """The side's environment padded to the widest side's string bytes (``perfab.run.layout``)."""
+        return self._padding.env(variant, workload, planned.params, cwd,
+                                 lambda v: self._values(v, workload, planned), self._env)
 
     def _argv(self, workload: Workload, variant: Variant, values: dict[str, str], scratch: Path):
         """The command: the side's wrap, the workload's rusage shim when a wrap may fork, the workload."""

@@ -163,7 +163,8 @@ def _regular(path: str | Path, p: Path) -> None:
     except FileNotFoundError:
         return  # open() says so
     except OSError as err:
-        raise UsageError(f"{path}: cannot read it ({err.strerror or err}); give a readable, non-empty ELF file") from None
+        raise UsageError(f"{path}: cannot read it ({err.strerror or err}); give a readable, non-empty ELF "
+                         "file") from None
     if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
         kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
                 else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file")

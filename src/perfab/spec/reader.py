@@ -124,7 +124,8 @@ class _Reader:
         """``experiment.build_timeout``: seconds, more than 0 (a build given no time cannot run)."""
         value = float(self.number(e, w, "build_timeout", 3600.0, maximum=7 * 86400))
         if value == 0:
-            raise self.fail(f"{w}.build_timeout", "must be > 0, got 0", "give the seconds a build may take (default 3600)")
+            raise self.fail(f"{w}.build_timeout", "must be > 0, got 0",
+                            "give the seconds a build may take (default 3600)")
         return value
 
     def choice(self, table: dict, where: str, key: str, choices: tuple[str, ...], default: str) -> str:
