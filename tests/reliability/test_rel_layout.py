@@ -93,3 +93,26 @@ def test_the_session_records_the_layout(tmp_path):
     env = json.loads(con.execute("SELECT environment_json FROM sessions").fetchone()[0])
     con.close()
     assert env["layout"].startswith("argv, environment and program path padded to equal bytes on every side")
+
+
+def test_a_side_this_session_cannot_expand_is_left_out(tmp_path):
+    """An external side's {build} is unknown to the other side's session: padding uses the sides it can see."""
+    from perfab.errors import SpecError
+    from perfab.run.layout import PAD_VAR, Padding
+    from perfab.spec import parse_spec
+
+    exp = parse_spec(two_sides_external(), str(tmp_path / "s.toml"))
+    here, other = exp.variants
+
+    def values_of(v):
+        if v is other:
+            raise SpecError("unknown placeholder {build}")
+        return {"build": "/b"}
+
+    env = Padding(exp.variants).env(here, exp.workloads[0], (), None, values_of, lambda v: {"PATH": "/usr/bin"})
+    assert set(env) == {"PATH", PAD_VAR} and len(env[PAD_VAR]) == 64
+
+
+def two_sides_external() -> str:
+    return ('[experiment]\nname = "x"\nruns = 2\n\n[[variant]]\nname = "a"\nexternal = true\n\n'
+            '[[variant]]\nname = "b"\nexternal = true\n\n[[workload]]\nname = "w"\nargv = ["{build}/prog"]\n')

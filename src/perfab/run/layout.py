@@ -18,6 +18,7 @@ import os
 import shutil
 from typing import Callable
 
+from perfab.errors import PerfabError
 from perfab.spec import Variant, Workload, expand
 
 PAD_VAR = "PERFAB_LAYOUT_PAD"
@@ -54,11 +55,15 @@ class Padding:
     def env(self, variant: Variant, workload: Workload, params: tuple, cwd: str | None,
             values_of: Callable[[Variant], dict], env_of: Callable[[Variant], dict]) -> dict[str, str]:
         """``variant``'s environment for a run of ``workload`` at ``params``, padded to the widest side."""
-        def need(v: Variant) -> int:
-            argv = [expand(a, values_of(v)) for a in workload.argv]
+        def need(v: Variant) -> int | None:
+            try:
+                argv = [expand(a, values_of(v)) for a in workload.argv]
+            except PerfabError:  # a side this session does not run or build ({build} of another boot)
+                return None
             return string_bytes(["/bin/sh", "-c", *argv] if workload.shell else argv, env_of(v), cwd)
 
         key = (workload.name, params)
+        own = need(variant) or 0
         if key not in self._widest:
-            self._widest[key] = max(need(v) for v in self.variants)
-        return pad_env(env_of(variant), need(variant), self._widest[key])
+            self._widest[key] = max([own] + [n for v in self.variants if (n := need(v)) is not None])
+        return pad_env(env_of(variant), own, max(own, self._widest[key]))
