@@ -5,9 +5,14 @@ template of a side built from git: ``build`` with ``{src}``/``{build}``)
 and two commits, bisect first measures good against bad: the metric must
 differ (``**``) in the worse direction, else there is nothing to find.
 It then walks the first-parent path from good to bad by halving, as
-``git bisect`` does, without touching the repository's checkout (every
-commit is built in perfab's cache, once).  Each candidate is measured in
-one session beside both ends (three sides, interleaved) and classified
+``git bisect --first-parent`` does, without touching the repository's
+checkout (every commit is built in perfab's cache, once).  When the first
+bad commit there is a merge, it walks into the branch the merge brought in
+(its second parent's first parents) and bisects that, as ``git bisect``
+does, and says so; the merge itself is named only when every commit of
+the branch is good.  A candidate that cannot be built is skipped, as
+``git bisect skip`` does, and the range left is named when only skipped
+commits remain.  Each candidate is measured in one session beside both ends (three sides, interleaved) and classified
 as ``git bisect`` classifies a commit, by its difference from good:
 
 - ``bad``: different from good (``**`` in the regression's direction),
@@ -28,8 +33,9 @@ summary line (``commit: <hash> ("subject")``, the metric and the change),
 the path taken and that A/B's table.  Every run of every step is stored,
 one experiment per step (``<name>-bisect-<short hash>``).
 
-A sweep spec is bisected at one point, named with ``params`` (``--param
-NAME=VALUE``): every step's spec keeps only that point.
+A sweep spec is bisected at one point: the one named with ``params``
+(``--param NAME=VALUE``, every step's spec then keeps only that point),
+else the point that regressed most from good to bad.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ import tomli_w
 
 from perfab.analyse.compare import Analysis, Row, compare
 from perfab.errors import PerfabError, UsageError
-from perfab.run.build import repository
+from perfab.run.build import BuildError, repository
 from perfab.spec import Experiment, load_spec, parse_spec
 from perfab.store import Store
 
@@ -79,6 +85,7 @@ class BisectResult:
     candidates: int  # commits on the path between good and bad (bad included)
     analysis: Analysis  # parent vs culprit
     further: str | None = None  # a further change between the culprit and bad, in words; None when none showed
+    walk: str = "first parents from good to bad"  # which commits were searched (first parents, merged branches)
 
 
 def bisect(spec_path: str, good: str, bad: str, store: Store, run_step: Callable, metric: str | None = None,
@@ -97,28 +104,27 @@ def bisect(spec_path: str, good: str, bad: str, store: Store, run_step: Callable
     repo = repository(exp)
     good_c, bad_c = _commit(repo, good), _commit(repo, bad)
     path = _first_parent_path(repo, good_c, bad_c)
-    say(f"bisecting {len(path)} commits between {good_c[:SHORT]} and {bad_c[:SHORT]}")
+    say(f"bisecting {len(path)} commits between {good_c[:SHORT]} and {bad_c[:SHORT]} along first parents")
     ends = _Bisection(exp, repo, good_c, bad_c, store, run_step, metric, max_retries, say)
     row = ends.establish()
-    lo, hi = -1, len(path) - 1  # path[hi] is bad; path[lo] (good when -1) is good
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        step = ends.classify(path[mid])
-        if step.decision == "undecided":
-            fix = "more runs cannot change deterministic counts; check --metric" if step.sessions == 1 \
-                else "rerun with more runs or narrow --good/--bad"
-            raise PerfabError(f"cannot decide {path[mid][:SHORT]} ({step.vs_good} vs good, {step.vs_bad} vs bad) "
-                              f"after {step.sessions} session(s); {fix}")
-        lo, hi = (lo, mid) if step.decision == "bad" else (mid, hi)
-    culprit = path[hi]
-    parent = path[lo] if lo >= 0 else good_c
+    culprit = _search(ends, path, good_c)
+    walk = "first parents from good to bad"
+    while (branch := _merged_branch(repo, culprit)):
+        say(f"{culprit[:SHORT]} is a merge: bisecting the {len(branch)} commits of the branch it merged")
+        inner = _search(ends, branch + [culprit], None)
+        walk += f", then into the branch merged by {culprit[:SHORT]}"
+        if inner == culprit:
+            walk += " (every commit of it good: the merge itself)"
+            break
+        culprit = inner
+    parent = _commit(repo, f"{culprit}^")
     analysis = ends.confirm(parent, culprit)
     subject = _subject(repo, culprit)
     change = row.estimate.delta if row.estimate is not None else None
     line = _summary(culprit, subject, row, change)
     further = _further(ends.steps, culprit, bad_c, spec_path, params or {})
     return BisectResult(culprit, subject, parent, ends.metric, change, line, tuple(ends.steps), len(path), analysis,
-                        further)
+                        further, walk)
 
 
 def _further(steps: list[Step], culprit: str, bad: str, spec_path: str, params: dict[str, str]) -> str | None:
@@ -134,12 +140,15 @@ def _further(steps: list[Step], culprit: str, bad: str, spec_path: str, params: 
 def at_point(exp: Experiment, params: dict[str, str]) -> Experiment:
     """``exp`` with every swept workload fixed at the point ``params`` names (its values become side vars).
 
-    A sweep spec without ``params``, a name no workload sweeps or a value outside the grid is a UsageError."""
+    Without ``params`` a sweep spec stays whole (its most regressed point is bisected); a parameter left
+    out, a name no workload sweeps or a value outside the grid is a UsageError."""
     swept = {name: values for w in exp.workloads for name, values in w.params}
     if not swept:
         if params:
             raise UsageError(f"{exp.path} sweeps nothing; drop --param")
         return exp
+    if not params:
+        return exp  # the whole sweep: the point that regressed most is bisected
     missing = [n for n in swept if n not in params]
     if missing:
         grid = "; ".join(f"{n} over {', '.join(swept[n])}" for n in missing)
@@ -158,6 +167,34 @@ def at_point(exp: Experiment, params: dict[str, str]) -> Experiment:
     return parse_spec(tomli_w.dumps(doc), exp.path)
 
 
+def _search(ends: "_Bisection", path: list[str], good: str | None) -> str:
+    """The first bad commit of ``path`` (its last commit is bad, the one before its first good), by halving.
+
+    A candidate that cannot be built is skipped as ``git bisect skip`` does: the nearest other commit of the
+    range is tried; when only skipped commits are left between the last good and the first bad, the range is
+    named instead of a culprit."""
+    lo, hi, skipped = -1, len(path) - 1, set()
+    while open_ := [i for i in range(lo + 1, hi) if i not in skipped]:
+        mid = min(open_, key=lambda i: (abs(i - (lo + hi) / 2), i))
+        step = ends.classify(path[mid])
+        if step.decision == "skip":
+            skipped.add(mid)
+            continue
+        if step.decision == "undecided":
+            fix = "more runs cannot change deterministic counts; check --metric" if step.sessions == 1 \
+                else "rerun with more runs or narrow --good/--bad"
+            raise PerfabError(f"cannot decide {path[mid][:SHORT]} ({step.vs_good} vs good, {step.vs_bad} vs bad) "
+                              f"after {step.sessions} session(s); {fix}")
+        lo, hi = (lo, mid) if step.decision == "bad" else (mid, hi)
+    if any(lo < i < hi for i in skipped):
+        first_good = path[lo][:SHORT] if lo >= 0 else (good or "the branch's base")[:SHORT]
+        left = " ".join(c[:SHORT] for c in path[lo + 1:hi + 1])
+        raise PerfabError(f"the first bad commit is one of {left} (after good {first_good[:SHORT]}): the ones "
+                          "before the last could not be built and were skipped; fix their build or bisect "
+                          "them by hand")
+    return path[hi]
+
+
 def max_steps(candidates: int) -> int:
     """The bound the path must stay within: ceil(log2 N) halvings, plus the two ends measured first."""
     return math.ceil(math.log2(max(candidates, 2))) + 2
@@ -170,12 +207,13 @@ class _Bisection:
         self.store, self.run_step, self.metric, self.max_retries, self.say = store, run_step, metric, max_retries, say
         self.steps: list[Step] = []
         self.direction: bool | None = None  # True: the metric went up from good to bad
+        self.point: tuple = ()  # the sweep point bisected (the one that regressed most), () without a sweep
 
     def establish(self) -> Row:
         """Good against bad: the regression must be there, beyond noise."""
         exp = self._experiment("ends", [self.good, self.bad])
         analysis = self._measure(exp)
-        row = self._row(analysis, _side("bad", self.bad))
+        row = self._worst_point(analysis, _side("bad", self.bad))
         if row.verdict != "**":
             raise PerfabError(f"{self.metric}: good {self.good[:SHORT]} and bad {self.bad[:SHORT]} do not differ "
                               f"beyond noise ({_change(row)}); nothing to bisect")
@@ -190,7 +228,10 @@ class _Bisection:
         exp = self._experiment(commit[:SHORT], [self.good, commit, self.bad])
         sessions = 0
         while True:
-            analysis = self._measure(exp)
+            try:
+                analysis = self._measure(exp)
+            except BuildError as err:
+                return self._skip(commit, err)
             sessions += 1
             vs_good = self._row(analysis, _side("cand", commit))
             vs_bad = self._row(self._rebased(exp, commit), _side("bad", self.bad))
@@ -205,6 +246,13 @@ class _Bisection:
                     from_good and from_bad)
         self.steps.append(step)
         self.say(f"{commit[:SHORT]} {decision}: {step.vs_good} vs good, {step.vs_bad} to bad")
+        return step
+
+    def _skip(self, commit: str, err: BuildError) -> Step:
+        """A candidate that cannot be built: skipped, as ``git bisect skip`` does."""
+        step = Step(commit, _subject(self.repo, commit), "-", "-", "skip", 0)
+        self.steps.append(step)
+        self.say(f"{commit[:SHORT]} skip: cannot build it ({str(err)[:120]}); trying another commit")
         return step
 
     def confirm(self, parent: str, culprit: str) -> Analysis:
@@ -231,8 +279,27 @@ class _Bisection:
         """The same runs compared against the candidate (to see whether bad differs from it)."""
         return compare(self.store.load(exp.name), replace(exp, baseline=_side("cand", commit)))
 
+    def _worst_point(self, analysis: Analysis, variant: str) -> Row:
+        """Good against bad at every sweep point of the metric; the point that regressed most is bisected."""
+        rows = [r for r in analysis.rows if r.metric == self.metric and r.variant == variant]
+        if not rows:
+            raise UsageError(f"no metric {self.metric!r} measured for {variant}; pass --metric with one the "
+                             "workload reports")
+        missing = {r.params for r in analysis.rows if r.variant == variant} - {r.params for r in rows}
+        if missing:
+            raise UsageError(f"metric {self.metric!r} is missing at sweep point "
+                             f"{' '.join(f'{k}={v}' for k, v in sorted(missing)[0])}; pass --metric with one "
+                             "every point reports")
+        worse = [r for r in rows if r.verdict == "**" and (r.higher_is_better is None or r.regressed)]
+        row = max(worse, key=lambda r: abs(r.estimate.delta or 0.0)) if worse else rows[0]
+        self.point = row.params
+        if row.params:
+            self.say(f"bisecting {self.metric} at {' '.join(f'{k}={v}' for k, v in row.params)}")
+        return row
+
     def _row(self, analysis: Analysis, variant: str) -> Row:
-        rows = [r for r in analysis.rows if r.metric == self.metric and r.variant == variant and not r.params]
+        rows = [r for r in analysis.rows if r.metric == self.metric and r.variant == variant
+                and r.params == self.point]
         if not rows:
             raise UsageError(f"no metric {self.metric!r} measured for {variant}; pass --metric with one the "
                              "workload reports")
@@ -290,6 +357,14 @@ def _commit(repo: Path, ref: str) -> str:
 
 def _subject(repo: Path, commit: str) -> str:
     return _git(repo, "log", "-1", "--format=%s", commit).strip()
+
+
+def _merged_branch(repo: Path, commit: str) -> list[str]:
+    """The commits a merge brought in along its second parent's first parents, oldest first; [] for no merge."""
+    parents = _git(repo, "rev-list", "--parents", "-n", "1", commit).split()[1:]
+    if len(parents) < 2:
+        return []
+    return _git(repo, "rev-list", "--first-parent", "--reverse", f"{parents[0]}..{parents[1]}").split()
 
 
 def _first_parent_path(repo: Path, good: str, bad: str) -> list[str]:

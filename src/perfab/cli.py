@@ -200,6 +200,8 @@ def cmd_run(args, stdout, stderr) -> int:
     from perfab.spec import load_spec
     from perfab.store import open_store
 
+    if args.html:
+        _refuse_inputs(args.html, [args.db], args.spec)
     exp = load_spec(args.spec)
     backend = make_backend(exp.measure)
     with open_store(args.db) as store, _progress(stderr) as progress, RealExecutor() as executor:
@@ -248,6 +250,8 @@ def cmd_report(args, stdout, stderr) -> int:
     from perfab.store import open_store
 
     databases = args.db or [DEFAULT_DB]
+    if args.output:
+        _refuse_inputs(args.output, databases)
     named = []
     for db in databases:
         with open_store(db, readonly=True) as store:
@@ -272,12 +276,20 @@ def cmd_report(args, stdout, stderr) -> int:
 
 
 def _write_output(path: str, text: str) -> None:
-    """Write a report to ``path``; a file that cannot be written is a usage error, not a traceback."""
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as e:
-        raise UsageError(f"cannot write the report to {path}: {e.strerror or e}; give a writable path") from None
+    """Write a report to ``path`` atomically; a file that cannot be written is a usage error, not a traceback."""
+    from perfab.outputs import write_atomic
+
+    write_atomic(path, text)
+
+
+def _refuse_inputs(output: str, databases: list[str], spec: str | None = None) -> None:
+    """Refuse an output path that is a results database (or one of its files) or the spec, before any work."""
+    from perfab.outputs import database_inputs, refuse_input
+
+    inputs = {f: "results database" for db in databases for f in database_inputs(db)}
+    if spec is not None:
+        inputs[spec] = "experiment spec"
+    refuse_input(output, inputs)
 
 
 def cmd_plan(args, stdout, stderr) -> int:
@@ -373,7 +385,7 @@ def cmd_bisect(args, stdout, stderr) -> int:
         print(result.further, file=stdout)
     print("", file=stdout)
     print(f"path ({len(result.steps)} of at most {max_steps(result.candidates) - 2} steps over "
-          f"{result.candidates} commits):", file=stdout)
+          f"{result.candidates} commits; searched: {result.walk}):", file=stdout)
     for step in result.steps:
         print(f"  {step.commit[:12]}  {step.decision:<5}  vs good {step.vs_good:<14} to bad {step.vs_bad:<14} "
               f"{step.subject[:30]}", file=stdout)

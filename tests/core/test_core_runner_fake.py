@@ -239,7 +239,9 @@ def test_session_keeps_spec_and_environment(db):
     runner, ex, store = fake_runner(text, db, env={"kernel.release": "x"})
     runner.run()
     (session,) = store.sessions("t")
-    assert session.spec_text == text and session.environment == {"kernel.release": "x"}
+    from perfab.run.layout import LAYOUT
+
+    assert session.spec_text == text and session.environment == {"kernel.release": "x", "layout": LAYOUT}
     assert session.status == "finished" and session.backend == "time"
     assert parse_spec(session.spec_text).runs == 2
 

@@ -47,6 +47,7 @@ from perfab.analyse.model import Analysis, Row, WorkloadInfo  # noqa: F401 (re-e
 from perfab.analyse.methods import ABSOLUTE, Estimate, get_method, min_detectable_effect, relative_cv
 from perfab.analyse.multiplicity import holm_weights
 from perfab.analyse.names import LABELS, RUSAGE_LABELS
+from perfab.analyse.pooling import pooled_warnings
 from perfab.analyse.summary import Summary, summarize
 from perfab.analyse.verdicts import basis_note, grid_pair, method_for, serial_widening, verdict  # noqa: F401 (re-exported)
 from perfab.errors import UsageError
@@ -393,6 +394,7 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index)
     if len(workloads) > 1:
         warnings.append("the workloads changed between sessions: runs of different commands are pooled")
         warnings += _parser_changes(sessions)
+    warnings += pooled_warnings(sessions, spec)
     if spec.order == "sequential":
         warnings.append("sequential order: slow drift of the machine is confounded with the change")
     for w in spec.workloads:

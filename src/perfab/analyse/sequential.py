@@ -378,14 +378,24 @@ def _summary(rows, decisions: tuple[RowDecision, ...], design: Design, schedule,
     open_ = [i for i in targets if decisions[i].state == "continue"]
     counts = _counts(decisions)
     which = "primary row" if design.stop_on == "primary" and any(r.primary for r in rows) else "row"
+    per_side = _per_side(rows, runs)
     if runs >= design.max_runs:
-        return Decision(True, f"stopped at max_runs ({runs} runs per side): {counts}", runs, None, j + 1, decisions)
+        return Decision(True, f"stopped at max_runs ({per_side}): {counts}", runs, None, j + 1, decisions)
     if not open_:
-        reason = f"stopped after {runs} runs per side: every {which} decided ({counts})"
+        reason = f"stopped after {per_side}: every {which} decided ({counts})"
         return Decision(True, reason, runs, None, j + 1, decisions)
     next_runs = min(runs + design.block, design.max_runs)
     reason = f"continue: {len(open_)} of {len(targets)} {which}s undecided; next look after {next_runs} runs per side"
     return Decision(False, reason, runs, next_runs, j + 1, decisions)
+
+
+def _per_side(rows, runs: int) -> str:
+    """``8 runs per side``, or, when failed or excluded runs left the sides unequal, the counts really used."""
+    sizes = [n for r in rows for n in (len(r.base), len(r.exp))]
+    if not sizes or min(sizes) == max(sizes):
+        return f"{runs} runs per side"
+    return (f"{runs} runs per side planned; usable runs per side {min(sizes)} to {max(sizes)}, as a side's runs "
+            "failed or were excluded")
 
 
 def _counts(decisions: tuple[RowDecision, ...]) -> str:

@@ -58,10 +58,11 @@ def make_app(url: str):
 
 def ensure_schema(url: str) -> None:
     """Create procrastinate's tables when this database has none yet (once, however many start together)."""
-    from perfab.store.postgres import connect, display
+    from perfab.store.postgres import connect, display, schema_version
 
     conn = connect(url, display(url), "perfab queue setup")
     try:
+        schema_version(conn.execute, display(url))  # another application's, or a newer perfab's: nothing written
         conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
         if conn.execute("SELECT to_regclass('public.procrastinate_jobs')").fetchone()[0] is None:
             from procrastinate.schema import SchemaManager

@@ -19,8 +19,11 @@ def fmt_value(row: Row, value: float | None) -> str:
 
 
 def fmt_number(value: float, integral: bool) -> str:
-    """Thousands separators for counts and large values, G beyond 1e10, about five significant digits otherwise."""
+    """Thousands separators for counts and large values, G beyond 1e10, ``1.7e+308`` beyond 1e15 and below 1e-4,
+    about five significant digits otherwise."""
     mag = abs(value)
+    if mag >= 1e15 or 0 < mag < 1e-4:  # beyond G, or below the last of four decimals: a power of ten
+        return f"{value:.4g}"
     if mag >= 1e10:
         return f"{value / 1e9:,.2f}G"
     if integral or mag >= 1e5:
@@ -54,6 +57,8 @@ def fmt_rel(delta: float | None, decimals: int = 2) -> str:
         return "-"
     if not math.isfinite(delta):
         return "-inf" if delta < 0 else "+inf"
+    if delta >= 1e6:
+        return f"x{1 + delta:.3g}"
     if delta >= 9:
         return f"x{1 + delta:,.1f}"
     text = f"{100 * max(delta, -1.0):+,.{decimals}f}%"

@@ -8,7 +8,13 @@ keyed by the commit and the build command, runs the build there and keeps
 its log beside it.  A cache entry that built once is reused: a second
 session (or a bisect step) skips the build.  ``{src}`` is the checkout and
 ``{build}`` a build directory beside it; both are placeholders for the
-side's commands.
+side's commands.  An entry is built in a fresh directory beside it (the
+build command sees that directory as ``{src}`` and ``{build}``) and
+published by rename under a per-entry lock, so it is never rebuilt in
+place and two processes never build it at once; its content hash is
+stored with the session and checked whenever the entry is used again
+(``perfab.run.buildcache``).  A build runs under a subreaper: when it ends,
+times out or perfab is stopped, every process it started is stopped too.
 
 A variant with only ``build = [...]`` (or the experiment's ``build``, with
 ``{variant}`` in it) runs that command in the spec's directory once per
@@ -29,11 +35,16 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
-from dataclasses import asdict, dataclass
+import threading
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from perfab.errors import PerfabError, UsageError
+from perfab.run.buildcache import aside, content_hash, discard, entry_lock
+from perfab.run.proctree import ProcessTree
 from perfab.run.readings import clean
 from perfab.spec import Experiment, Variant, expand
 
@@ -58,6 +69,7 @@ class Source:
     command: tuple[str, ...]  # the build command, expanded; () without a build
     log: str | None  # the build's log file
     cached: bool = False  # the build was skipped: this commit and command built before
+    content: str | None = None  # SHA-256 of the built files (perfab.run.buildcache.content_hash)
 
     def values(self) -> dict[str, str]:
         return {"src": self.src, "build": self.build_dir}
@@ -99,54 +111,152 @@ def _resolve(exp: Experiment, variants: list[Variant], cache: Path) -> dict[str,
             src = Path(exp.path).resolve().parent
             build_dir = (Path(".perfab") / "build" / exp.name / v.name).resolve()
             root = build_dir
-        values = {"variant": v.name, "experiment": exp.name, "src": str(src), "build": str(build_dir), **v.vars}
-        command = tuple(expand(a, values, f"variant {v.name!r} build") for a in command_t)
+        command = _expand(exp, v, src, build_dir)
         log = str(root / "build.log") if command else None
         out[v.name] = Source(v.name, v.git, commit, subject, str(src), str(build_dir), command, log)
     return out
 
 
-def build_all(exp: Experiment, sources: dict[str, Source], env_of, say) -> dict[str, Source]:
-    """Check out and build every side that needs it; returns the sources with ``cached`` set."""
+def _expand(exp: Experiment, v: Variant, src: Path, build_dir: Path) -> tuple[str, ...]:
+    """The side's build command with ``{src}`` and ``{build}`` (and the other placeholders) filled in."""
+    values = {"variant": v.name, "experiment": exp.name, "src": str(src), "build": str(build_dir), **v.vars}
+    return tuple(expand(a, values, f"variant {v.name!r} build") for a in build_command(exp, v))
+
+
+def build_all(exp: Experiment, sources: dict[str, Source], env_of, say,
+              recorded: dict[str, str] | None = None) -> dict[str, Source]:
+    """Check out and build every side that needs it; returns the sources with ``cached`` and ``content`` set.
+
+    ``recorded`` maps a side to the content hash its session stored (on resume): a build whose files no
+    longer hash to it is refused, so a session never measures two builds of one side."""
     done = {}
     for name, source in sources.items():
-        done[name] = _build(exp, exp.variant(name), source, env_of(exp.variant(name)), say)
+        built = _build(exp, exp.variant(name), source, env_of(exp.variant(name)), say, (recorded or {}).get(name))
+        want = (recorded or {}).get(name)
+        if want and built.content and want != built.content:
+            raise BuildError(f"variant {name!r}: its build is not the one this session measured (content "
+                             f"{want[:12]}, now {built.content[:12]}); start a new session with --new-session")
+        done[name] = built
     return done
 
 
-def _build(exp: Experiment, variant: Variant, s: Source, env: dict[str, str], say) -> Source:
-    root = Path(s.build_dir).parent if s.commit else Path(s.build_dir)
-    stamp = root / STAMP
-    if s.commit and stamp.exists():
-        say(f"{variant.name}: built before (cache {root.name}); not rebuilt")
-        return Source(**{**asdict(s), "cached": True})
+def _build(exp: Experiment, variant: Variant, s: Source, env: dict[str, str], say,
+           recorded: str | None = None) -> Source:
     if s.commit:
-        _checkout(repository(exp), s.commit, Path(s.src))
-    Path(s.build_dir).mkdir(parents=True, exist_ok=True)
-    if s.command:
-        say(f"building {variant.name}: {shlex.join(s.command)} (log: {s.log})")
-        _run_build(variant, s, env, exp.build_timeout_s)
-    if s.commit:
-        stamp.write_text(json.dumps(s.to_json(), sort_keys=True) + "\n")
-    return s
+        return _build_entry(exp, variant, s, env, say)
+    build_dir = Path(s.build_dir)
+    with entry_lock(build_dir, say):
+        if recorded and build_dir.is_dir() and content_hash(build_dir) == recorded:
+            say(f"{variant.name}: build unchanged since the session began; not rebuilt")
+            return replace(s, cached=True, content=recorded)
+        build_dir.mkdir(parents=True, exist_ok=True)
+        if s.command:
+            say(f"building {variant.name}: {shlex.join(s.command)} (log: {s.log})")
+            _run_build(variant, s, env, exp.build_timeout_s)
+        return replace(s, content=content_hash(build_dir))
+
+
+def _build_entry(exp: Experiment, variant: Variant, s: Source, env: dict[str, str], say) -> Source:
+    """A git side: reuse its published cache entry, or build one aside and publish it by rename."""
+    root = Path(s.src).parent
+    with entry_lock(root, say):
+        if (root / STAMP).exists():
+            return _reuse(variant, s, root, say)
+        repo = repository(exp)
+        discard(root)  # a half-made entry of an interrupted build (no stamp)
+        tmp = aside(root)
+        discard(tmp)
+        _git(repo, "worktree", "prune")
+        try:
+            _checkout(repo, s.commit, tmp / "src")
+            (tmp / "build").mkdir()
+            if s.command:
+                say(f"building {variant.name}: {shlex.join(s.command)} (log: {s.log})")
+                log = root.parent / f"{root.name}.build.log"  # kept there when the build fails
+                here = replace(s, src=str(tmp / "src"), build_dir=str(tmp / "build"), log=str(log),
+                               command=_expand(exp, variant, tmp / "src", tmp / "build"))
+                _run_build(variant, here, env, exp.build_timeout_s)
+                os.replace(log, tmp / "build.log")
+            built = replace(s, content=content_hash(tmp))
+            (tmp / STAMP).write_text(json.dumps(built.to_json(), sort_keys=True) + "\n")
+            os.rename(tmp, root)
+        except BaseException:
+            discard(tmp)
+            _git(repo, "worktree", "prune")
+            raise
+        _git(repo, "worktree", "repair", str(root / "src"))
+        return built
+
+
+def _reuse(variant: Variant, s: Source, root: Path, say) -> Source:
+    """A published entry, after checking that its files are still those it was built with."""
+    try:
+        recorded = json.loads((root / STAMP).read_text()).get("content")
+    except (OSError, ValueError):
+        recorded = None
+    now = content_hash(root)
+    if recorded is not None and now != recorded:
+        raise BuildError(f"variant {variant.name!r}: cache entry {root} changed after it was built (content "
+                         f"{recorded[:12]}, now {now[:12]}); something wrote into it: remove the directory "
+                         "to build it again")
+    say(f"{variant.name}: built before (cache {root.name}); not rebuilt")
+    return replace(s, cached=True, content=now)
 
 
 def _run_build(variant: Variant, s: Source, env: dict[str, str], timeout_s: float) -> None:
+    """Run the build under a subreaper: on a timeout, a signal or its end, nothing it started survives."""
     argv = ["/bin/sh", "-c", s.command[0]] if len(s.command) == 1 and " " in s.command[0] else list(s.command)
+    if _missing(argv[0], env, s.src):
+        raise BuildError(f"variant {variant.name!r}: build program {argv[0]!r} not found; install it or fix "
+                         "the build command")
     Path(s.log).parent.mkdir(parents=True, exist_ok=True)
-    with open(s.log, "wb") as log:
+    with open(s.log, "wb") as log, _signals_stop(variant.name):
         try:
-            done = subprocess.run(argv, cwd=s.src, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL, timeout=timeout_s)
-        except FileNotFoundError:
-            raise BuildError(f"variant {variant.name!r}: build program {argv[0]!r} not found; install it or fix "
-                             "the build command") from None
+            tree = ProcessTree(argv, env, s.src, log)
+        except OSError as e:
+            raise BuildError(f"variant {variant.name!r}: cannot start the build {argv[0]!r} ({e.strerror or e}); "
+                             "fix the build command") from None
+        try:
+            code = tree.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            raise BuildError(f"variant {variant.name!r}: build did not finish in {timeout_s:.0f} s (log: {s.log}); "
-                             "raise experiment.build_timeout") from None
-    if done.returncode != 0:
-        raise BuildError(f"variant {variant.name!r}: build `{shlex.join(s.command)}` exited {done.returncode} "
+            raise BuildError(f"variant {variant.name!r}: build did not finish in {timeout_s:g} s (log: {s.log}); "
+                             "its processes are stopped; raise experiment.build_timeout") from None
+        finally:
+            tree.kill(grace_s=2.0)  # the build's background children too
+    if code != 0:
+        raise BuildError(f"variant {variant.name!r}: build `{shlex.join(s.command)}` exited {code} "
                          f"({_last_line(Path(s.log))}); full log: {s.log}")
+
+
+def _missing(program: str, env: dict[str, str], cwd: str) -> bool:
+    """Whether ``program`` cannot be found the way exec would look for it (PATH, or a path from ``cwd``)."""
+    if "/" in program:
+        return not os.access(os.path.join(cwd, program), os.X_OK)
+    return shutil.which(program, path=env.get("PATH", os.defpath)) is None
+
+
+class BuildStopped(PerfabError):
+    """A signal stopped perfab during a build; the build's processes are stopped, nothing is stored."""
+
+
+@contextmanager
+def _signals_stop(side: str):
+    """Turn SIGTERM and SIGHUP during a build into ``BuildStopped`` (exit 128+N) so the build tree is killed."""
+    def stop(signum, frame):
+        err = BuildStopped(f"stopped by {signal.Signals(signum).name} while building {side!r}; its processes "
+                           "are stopped and nothing is stored; run again to build it")
+        err.exit_code = 128 + signum
+        raise err
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def _last_line(path: Path) -> str:
@@ -163,12 +273,23 @@ def _last_line(path: Path) -> str:
 
 def repository(exp: Experiment) -> Path:
     """The git repository sides are built from: ``experiment.repo``, else the one holding the spec."""
-    start = Path(exp.repo) if exp.repo else Path(exp.path).resolve().parent
-    done = _git(start if start.is_dir() else start.parent, "rev-parse", "--show-toplevel")
-    if done.returncode != 0:
-        raise UsageError(f"{start} is not inside a git repository; set experiment.repo to the repository the "
-                         "sides' git refs name")
-    return Path(done.stdout.strip())
+    if exp.repo:
+        start = Path(exp.repo)
+        if not start.is_dir():
+            why = "is not a directory" if start.exists() else "does not exist"
+            where = "" if start.is_absolute() else f" (relative to {Path.cwd()})"
+            raise UsageError(f"experiment.repo {exp.repo!r} {why}{where}; set it to the git repository the sides' "
+                             "git refs name")
+    else:
+        start = Path(exp.path).resolve().parent
+    done = _git(start, "rev-parse", "--show-toplevel")
+    if done.returncode == 0 and done.stdout.strip():
+        return Path(done.stdout.strip())
+    bare = _git(start, "rev-parse", "--is-bare-repository", "--absolute-git-dir")
+    if bare.returncode == 0 and bare.stdout.split()[:1] == ["true"]:
+        return Path(bare.stdout.split("\n")[1].strip())  # a bare repository: sides are checked out from it
+    raise UsageError(f"{start} is not inside a git repository; set experiment.repo to the repository the "
+                     "sides' git refs name")
 
 
 def _rev_parse(repo: Path, ref: str) -> tuple[str, str]:
@@ -181,9 +302,6 @@ def _rev_parse(repo: Path, ref: str) -> tuple[str, str]:
 
 
 def _checkout(repo: Path, commit: str, where: Path) -> None:
-    if where.exists():
-        shutil.rmtree(where)  # a half-made checkout of an interrupted build
-        _git(repo, "worktree", "prune")
     where.parent.mkdir(parents=True, exist_ok=True)
     done = _git(repo, "worktree", "add", "--detach", "--force", str(where), commit)
     if done.returncode != 0:

@@ -45,6 +45,8 @@ from perfab.plan import PlannedRun, block_of, blocks_for, first_blocks, make_pla
 from perfab.run.backends import Backend
 from perfab.run.around import Around
 from perfab.run.build import build_all, resolve
+from perfab.run.layout import LAYOUT, Padding
+from perfab.run.programs import session_sources
 from perfab.run.context import SideContext
 from perfab.run.executor import Executor
 from perfab.run.preflight import pinned_cpus, preflight
@@ -133,6 +135,8 @@ class Runner:
         self.sources: dict = {}  # side -> perfab.run.build.Source, for sides built from source
         self.busy = BusyMeter() if getattr(executor, "resolves_programs", True) else None  # other work, real runs
         self._busy_before: Busy | None = None  # what a resumed session measured before
+        self._padding = Padding(exp.variants)  # equal argv and environment bytes on every side
+        self.environment = {**self.environment, "layout": LAYOUT}
 
     # -- sessions -----------------------------------------------------------
 
@@ -153,7 +157,8 @@ class Runner:
                 self._reparse(pending.id)
             self._busy_before = Busy.from_env(pending.environment)
             session, side = pending.id, pending.side
-            self.sources = self._build([side] if side else None)
+            recorded = {k: v.get("content") for k, v in (pending.sources or {}).items() if isinstance(v, dict)}
+            self.sources = self._build([side] if side else None, recorded)
             todo = self.store.remaining(session)
         else:
             if pending is not None and not new_session:
@@ -169,7 +174,7 @@ class Runner:
                 todo = first_blocks(todo, blocks_for(self.exp, self.exp.sequential.min_runs))
             session = self.store.start_session(self.exp.name, self.exp.source, self.exp.path, self.exp.spec_hash,
                                                side, self.backend.name, self.groups, self.environment, todo,
-                                               {k: v.to_json() for k, v in self.sources.items()})
+                                               self._sources_json(sides))
         return self._execute(session, side, todo)
 
     def _reparse(self, session: int) -> None:
@@ -179,12 +184,18 @@ class Runner:
         self.say(f"the parser changed: {done.parsed} stored run(s) read again, {done.unparsed} still unreadable, "
                  f"{done.kept} kept as they were")
 
-    def _build(self, sides: list[str] | None) -> dict:
-        """Resolve, check out and build the sides that come from source, before anything is stored."""
+    def _sources_json(self, sides: list[str] | None) -> dict:
+        """What the session stores of each side's origin: its build, and the content of the programs it runs."""
+        real = getattr(self.executor, "resolves_programs", True)
+        return session_sources(self.exp, self.sources, sides, self._env, self._source, real)
+
+    def _build(self, sides: list[str] | None, recorded: dict[str, str] | None = None) -> dict:
+        """Resolve, check out and build the sides that come from source, before anything is stored; on resume,
+        ``recorded`` holds each side's content hash as the session stored it."""
         chosen = [v for v in self.exp.variants if sides is None or v.name in sides]
         sources = resolve(self.exp, chosen)
         preflight(self.exp, sides, self._env, False, sources)  # placeholders, before a long build
-        built = build_all(self.exp, sources, self._env, self.say)
+        built = build_all(self.exp, sources, self._env, self.say, recorded)
         self.backend.prepare(tuple(chosen), self.say)  # e.g. the sides' kernels, built from their checkouts
         return built
 
@@ -360,8 +371,9 @@ class Runner:
         try:
             inner = self.recorder.wrap(argv, scratch) if self.recorder else argv
             full = backend.wrap(inner, scratch, group)
-            ex = self.executor.execute(full, self._env(variant), self._cwd(workload, values), workload.timeout_s,
-                                       self.exp.stdout_cap_bytes, self._cpus)
+            cwd = self._cwd(workload, values)
+            ex = self.executor.execute(full, self._padded_env(variant, workload, planned, cwd), cwd,
+                                       workload.timeout_s, self.exp.stdout_cap_bytes, self._cpus)
             measurement = self._measurement(backend, ex, scratch, group)
             own_rusage = _shim_rusage(scratch / "rusage") if shim else None
         finally:
@@ -369,6 +381,11 @@ class Runner:
             if os.listdir(scratch):
                 shutil.rmtree(scratch, ignore_errors=True)  # next run recreates it
         return around.finish(record(ex, started, measurement, parse, backend, workload, own_rusage), backend)
+
+    def _padded_env(self, variant: Variant, workload: Workload, planned: PlannedRun, cwd: str | None) -> dict:
+        """The side's environment padded to the widest side's string bytes (``perfab.run.layout``)."""
+        return self._padding.env(variant, workload, planned.params, cwd,
+                                 lambda v: self._values(v, workload, planned), self._env)
 
     def _argv(self, workload: Workload, variant: Variant, values: dict[str, str], scratch: Path):
         """The command: the side's wrap, the workload's rusage shim when a wrap may fork, the workload."""

@@ -6,6 +6,7 @@ import argparse
 from typing import TextIO
 
 from perfab.errors import PerfabError
+from perfab.outputs import refuse_input, write_atomic
 from perfab.size.diff import diff_files
 from perfab.size.report import render
 
@@ -63,6 +64,8 @@ def main(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
         stderr.write("perfab size: --limit must be >= 0 (0 prints every row)\n")
         return 2
     try:
+        if args.output is not None:
+            refuse_input(args.output, {args.old: "OLD file", args.new: "NEW file"})
         diff = diff_files(args.old, args.new, compat=args.compat, mode=args.mode or "all", dwarf=not args.no_dwarf,
                           allow_mismatch=args.allow_mismatch)
     except PerfabError as err:
@@ -80,12 +83,10 @@ def main(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
         stdout.write(text)
         return 0
     try:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as err:
-        stderr.write(f"perfab size: cannot write {_one_line(args.output)}: {err.strerror or err}; "
-                     "give a writable path\n")
-        return 2
+        write_atomic(args.output, text)
+    except PerfabError as err:
+        stderr.write(f"perfab size: {_one_line(str(err))}\n")
+        return err.exit_code
     return 0
 
 

@@ -13,6 +13,7 @@ report module only formats it.  The steps:
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -274,6 +275,10 @@ def _inline_indexes(fo: ElfFile, fn: ElfFile, dwarf: bool):
     indexes = []
     for f in (fo, fn):
         index = None
+        if f.has_debug_info and (bomb := inflation_refused(f)) is not None:
+            warnings.append(bomb)
+            indexes.append(None)
+            continue
         try:
             index = inline.read_inline_index(f.path) if f.has_debug_info else None
         except ToolError as err:
@@ -287,3 +292,36 @@ def _inline_indexes(fo: ElfFile, fn: ElfFile, dwarf: bool):
     io, ino = indexes
     listing = inline.format_inline_changes(inline.compare_inlines(io, ino)) if io is not None and ino is not None else None
     return io, ino, listing, warnings
+
+
+INFLATION_FACTOR = 100  # compressed DWARF inflates 3-10x in practice; zlib's worst case is about 1000x
+
+
+def inflation_refused(f: ElfFile, available: int | None = None) -> str | None:
+    """Why ``f``'s compressed sections are not inflated (a decompression bomb), or None.
+
+    Their declared uncompressed size must stay within ``INFLATION_FACTOR`` times
+    the file's size and half the memory this machine has available."""
+    available = _available_bytes() if available is None else available
+    limit = min(INFLATION_FACTOR * max(f.file_bytes, 1), available // 2)
+    if f.inflated_bytes <= limit:
+        return None
+    return (f"{f.path}: compressed sections declare {_gib(f.inflated_bytes)} uncompressed, "
+            f"{f.inflated_bytes // max(f.file_bytes, 1):,}x the file's {_gib(f.file_bytes)}, beyond the bound of "
+            f"{_gib(limit)} ({INFLATION_FACTOR}x the file, at most half the available memory); its DWARF is not read: "
+            "causes come from symbols alone")
+
+
+def _available_bytes() -> int:
+    """MemAvailable from /proc/meminfo (all of physical memory where it is not reported)."""
+    try:
+        for line in open("/proc/meminfo", encoding="ascii"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"

@@ -25,6 +25,7 @@ header table at offset 18446744073709551615 lies beyond the end of the file
 from __future__ import annotations
 
 import mmap
+import stat
 import struct
 from dataclasses import dataclass
 from functools import cached_property
@@ -37,10 +38,12 @@ from perfab.errors import UsageError
 SHT_NULL = 0
 SHT_NOBITS = 8
 SHT_SYMTAB = 2
+SHT_STRTAB = 3
 SHT_SYMTAB_SHNDX = 18
 SHF_WRITE = 0x1
 SHF_ALLOC = 0x2
 SHF_EXECINSTR = 0x4
+SHF_COMPRESSED = 0x800
 SHN_UNDEF = 0
 SHN_LORESERVE = 0xFF00
 SHN_ABS = 0xFFF1
@@ -125,6 +128,8 @@ class ElfFile:
     sections: tuple[Section, ...]  # the section header table, index 0 included
     symbols: ElfSymbols | None  # None when the file has no .symtab (stripped)
     has_debug_info: bool  # a .debug_info section is present
+    file_bytes: int = 0  # the file's size
+    inflated_bytes: int = 0  # what its compressed sections declare they hold uncompressed (Chdr ch_size, .zdebug)
 
 
 class _Corrupt(ValueError):
@@ -134,6 +139,7 @@ class _Corrupt(ValueError):
 def read_elf(path: str | Path) -> ElfFile:
     """Read ``path``'s header, sections and symbol table; UsageError if it is not valid ELF."""
     p = Path(path)
+    _regular(path, p)
     try:
         with open(p, "rb") as fh:
             data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
@@ -148,6 +154,22 @@ def read_elf(path: str | Path) -> ElfFile:
         raise UsageError(f"{path}: {err}: {invalid}") from None
     except (struct.error, ValueError, IndexError, OverflowError) as err:  # a field no check above covers
         raise UsageError(f"{path}: unreadable ELF structure ({type(err).__name__}: {err}): {invalid}") from None
+
+
+def _regular(path: str | Path, p: Path) -> None:
+    """Refuse what is not a regular file before opening it: a FIFO would block, a device never end."""
+    try:
+        mode = p.stat().st_mode
+    except FileNotFoundError:
+        return  # open() says so
+    except OSError as err:
+        raise UsageError(f"{path}: cannot read it ({err.strerror or err}); give a readable, non-empty ELF "
+                         "file") from None
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+                else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file")
+        raise UsageError(f"{path}: {kind}, not a regular file; give the path of an ELF file (copy a stream to a "
+                         "file first)")
 
 
 def _parse(path: str, data) -> ElfFile:
@@ -179,7 +201,25 @@ def _parse(path: str, data) -> ElfFile:
         sections=sections,
         symbols=_symbols(data, end, wide, shdrs, sections),
         has_debug_info=any(s.name in (".debug_info", ".zdebug_info") for s in sections),
+        file_bytes=len(data),
+        inflated_bytes=_inflated(data, end, wide, shdrs, sections),
     )
+
+
+def _inflated(data, end: str, wide: bool, shdrs: np.ndarray, sections: tuple[Section, ...]) -> int:
+    """Bytes the compressed sections declare they inflate to: ``ch_size`` of an SHF_COMPRESSED section's
+    Elf_Chdr, or the big-endian size after a ``.zdebug_*`` section's ``ZLIB`` magic."""
+    total = 0
+    chdr = end + ("IIQQ" if wide else "III")
+    for sec, row in zip(sections, shdrs.tolist()):
+        offset, size = row[4], row[5]
+        if sec.type in (SHT_NOBITS, SHT_NULL):
+            continue
+        if sec.flags & SHF_COMPRESSED and size >= struct.calcsize(chdr):
+            total += struct.unpack_from(chdr, data, offset)[2 if wide else 1]
+        elif sec.name.startswith(".zdebug") and size >= 12 and data[offset:offset + 4] == b"ZLIB":
+            total += struct.unpack_from(">Q", data, offset + 4)[0]
+    return total
 
 
 def _span(data, what: str, offset: int, size: int) -> None:
@@ -230,6 +270,9 @@ def _sections(data, shdrs: np.ndarray, shstrndx: int) -> tuple[Section, ...]:
         _index("section name table index (e_shstrndx)", shstrndx, n)
         _section_in_file(data, shstrndx, "section name table", shdrs[shstrndx].tolist())
         table = _contents(data, shdrs, shstrndx, "section name table")
+        if table and table[-1:] != b"\0":
+            raise _Corrupt(f"the section name table (section {shstrndx}) does not end in a NUL byte, as every ELF "
+                           "string table must")
     out = []
     for i, row in enumerate(shdrs.tolist()):
         name = _table_str(table, row[0], f"section {i}'s name", "the section name table") if table else ""
@@ -269,6 +312,10 @@ def _symbols(data, end: str, wide: bool, shdrs: np.ndarray, sections: tuple[Sect
     syms = np.frombuffer(data, dtype=dtype, count=count, offset=int(sh["offset"]))[1:]
     link = int(sh["link"])
     _index("symbol table's string table index (sh_link)", link, len(shdrs))
+    if int(shdrs["type"][link]) != SHT_STRTAB:
+        what = "itself" if link == index else f"section {link}, of type {int(shdrs['type'][link])}"
+        raise _Corrupt(f"the symbol table (section {index}) links to {what} for its names, not to a SHT_STRTAB "
+                       "string table")
     strings = _contents(data, shdrs, link, f"string table of {sections[index].name}")
     _check_symbols(syms, strings)
     shndx = _extended_shndx(data, end, shdrs, index, syms)
@@ -319,6 +366,10 @@ def _extended_shndx(data, end: str, shdrs: np.ndarray, symtab_index: int, syms: 
                 raise _Corrupt(f"section {k} (SHT_SYMTAB_SHNDX) holds {int(shdrs['size'][k]) // 4} section indices for {len(syms) + 1} symbols")
             ext = np.frombuffer(data, dtype=end + "u4", count=len(syms) + 1, offset=int(shdrs["offset"][k]))
             shndx[escaped] = ext[1:][escaped]
+        else:
+            j = int(np.flatnonzero(escaped)[0])
+            raise _Corrupt(f"symbol {j + 1} has st_shndx SHN_XINDEX but no SHT_SYMTAB_SHNDX section holds its "
+                           "section index")
     return shndx
 
 

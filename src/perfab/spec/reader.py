@@ -24,6 +24,7 @@ _GEOMETRY_KEYS = ("l1i", "l1d", "ll")
 _GUEST_KEYS = ("vcpus", "memory", "accel", "files", "vmstat", "cache_sim")
 _KCONFIG = re.compile(r"[A-Z0-9_]+")
 MAX_CPU = 8191  # sched_setaffinity masks perfab builds
+MAX_PERCENT = 10_000  # "N%" sweep values: at most 100 times the online CPUs
 
 
 def read(text: str, path: str) -> Experiment:
@@ -123,6 +124,14 @@ class _Reader:
             raise self.fail(f"{where}.{key}", f"must be <= {maximum:,}, got {value:,}", f"use a value <= {maximum:,}")
         return value
 
+    def _build_timeout(self, e: dict, w: str) -> float:
+        """``experiment.build_timeout``: seconds, more than 0 (a build given no time cannot run)."""
+        value = float(self.number(e, w, "build_timeout", 3600.0, maximum=7 * 86400))
+        if value == 0:
+            raise self.fail(f"{w}.build_timeout", "must be > 0, got 0",
+                            "give the seconds a build may take (default 3600)")
+        return value
+
     def choice(self, table: dict, where: str, key: str, choices: tuple[str, ...], default: str) -> str:
         value = self.get(table, where, key, str, default)
         if value not in choices:
@@ -190,11 +199,12 @@ class _Reader:
             path=self.path,
             build=self.strings(e, w, "build"),
             repo=self.get(e, w, "repo", str),
-            build_timeout_s=float(self.number(e, w, "build_timeout", 3600.0, maximum=7 * 86400)),
+            build_timeout_s=self._build_timeout(e, w),
             sequential=sequential,
         )
         self.plan_size(exp)
         self.kernel_sides(exp)
+        self.no_shadowed_params(exp)
         for i, wl in enumerate(exp.workloads):
             if wl.service is not None and wl.service.counters and exp.measure.backend != "perf":
                 raise self.fail(f"workload[{i}].service.counters", "counts with perf stat",
@@ -219,6 +229,9 @@ class _Reader:
     def sequential(self, e: dict, w: str) -> Sequential | None:
         """``runs = "auto"`` and its keys (which mean nothing without it)."""
         keys = ("min_runs", "max_runs", "stop_on", "spending")
+        if isinstance(e.get("runs"), str) and e["runs"] != "auto":
+            raise self.fail(f"{w}.runs", f'expected integer or "auto", got string {e["runs"]!r}',
+                            'write runs = 20 (runs per side) or runs = "auto" (lower case, a sequential experiment)')
         if e.get("runs") != "auto":
             for key in keys:
                 if key in e:
@@ -236,6 +249,24 @@ class _Reader:
                             'use order = "interleaved" or "alternate"')
         return Sequential(low, high, self.choice(e, w, "stop_on", ("primary", "all"), "primary"),
                           self.choice(e, w, "spending", tuple(SPENDING), "pocock"))
+
+    def no_shadowed_params(self, exp: Experiment) -> None:
+        """A side's ``vars`` entry named like a sweep parameter would replace every sweep value, and a build
+        (once per side) cannot use one: both refused."""
+        swept = {name: (i, wl.name) for i, wl in enumerate(exp.workloads) for name, _ in wl.params}
+        for name, (i, _) in swept.items():
+            clash = [v.name for v in exp.variants if name in v.vars]
+            if clash:
+                raise self.fail(f"workload[{i}].params.{name}",
+                                f"variant {clash[0]!r} also sets vars.{name}, which would replace every "
+                                f"sweep value of {{{name}}}", "rename the variable or the sweep parameter")
+        for v in exp.variants:
+            for text in v.build or exp.build:
+                for name in _PLACEHOLDER.findall(text):
+                    if name in swept and name not in v.vars:
+                        raise SpecError(f"{self.path}: variant {v.name!r} build: {{{name}}} is a sweep parameter "
+                                        f"of workload {swept[name][1]!r}, but a side is built once, for all sweep "
+                                        "points; use it in the workload's argv, or a variant's vars, instead")
 
     def plan_size(self, exp: Experiment) -> None:
         from perfab.plan import sweep_points
@@ -403,10 +434,14 @@ class _Reader:
             raise self.fail(where, f"value {value!r} is not a number or string", 'write e.g. 4 or "50%"')
         if isinstance(value, float) and not math.isfinite(value):
             raise self.fail(where, f"value {value} is not finite", "write a plain number")
+        if isinstance(value, str) and "%" in value:
+            m = re.fullmatch(r"([0-9]{1,5}(?:\.[0-9]+)?)%", value.strip())
+            if m is None or not 0 < float(m[1]) <= MAX_PERCENT:
+                raise self.fail(where, f"value {value!r} is not a share of the online CPUs",
+                                f'write "N%" with 0 < N <= {MAX_PERCENT:,} (e.g. "50%"), a number, or text without %')
+            online = os.sysconf("SC_NPROCESSORS_ONLN")
+            return str(max(1, round(float(m[1]) / 100 * online)))
         if isinstance(value, str):
-            if m := re.fullmatch(r"(\d+(?:\.\d+)?)%", value.strip()):
-                online = os.sysconf("SC_NPROCESSORS_ONLN")
-                return str(max(1, round(float(m[1]) / 100 * online)))
             if not value or any(c in value for c in "{}\n"):
                 raise self.fail(where, f"value {value!r} cannot be a placeholder value", "use plain text")
         return str(value)

@@ -81,15 +81,7 @@ class PostgresStore(Store):
 
     def _version(self) -> int:
         """The newest migration applied; 0 for a database without perfab's tables (StoreError for others')."""
-        schema = dialect.SCHEMA
-        row = self.db.execute_raw("SELECT to_regclass(%s), (SELECT count(*) FROM pg_tables WHERE schemaname = %s)",
-                                  (f"{schema}.migrations", schema)).fetchone()
-        if row[0] is None:
-            if row[1]:
-                raise StoreError(f"{self.path}: the schema {schema!r} holds tables that are not perfab's; "
-                                 "pass the --db of a perfab database")
-            return 0
-        return self.db.execute_raw(f"SELECT coalesce(max(version), 0) FROM {schema}.migrations").fetchone()[0]
+        return schema_version(self.db.execute_raw, self.path)
 
     def _migrate(self) -> None:
         """Apply the missing migrations, each in one transaction, under an advisory lock."""
@@ -118,6 +110,43 @@ class PostgresStore(Store):
         """The typed dataset of experiment ``name``, read in one snapshot."""
         with self.db.snapshot():
             return super().load(name)
+
+
+def schema_version(execute, where: str) -> int:
+    """The perfab schema's version in the database ``execute`` reaches; 0 when there is none.
+
+    Checked before anything is written, as the SQLite store checks a file: a schema named ``perfab``
+    whose tables or migration history are not perfab's is another application's (StoreError), and a
+    newer perfab's schema is refused naming both versions."""
+    from perfab.store.schema import MIGRATIONS, PERFAB_TABLES
+
+    schema = dialect.SCHEMA
+    tables = {r[0] for r in execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)).fetchall()}
+    if not tables:
+        return 0
+    history = _history(execute, schema) if "migrations" in tables else None
+    known = {number: description for number, description, _ in MIGRATIONS}
+    foreign = StoreError(f"{where}: the schema {schema!r} holds tables that are not perfab's "
+                         f"({', '.join(sorted(tables)[:4])}); pass the --db of a perfab database")
+    if not history or any(known.get(n, d) != d for n, d in history):
+        raise foreign
+    version = max(n for n, _ in history)
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"{where}: written by a newer perfab (schema {version}, this one knows "
+                         f"{SCHEMA_VERSION}); upgrade perfab or pass another --db")
+    if not PERFAB_TABLES <= tables:
+        raise foreign
+    return version
+
+
+def _history(execute, schema: str) -> list[tuple[int, str]] | None:
+    """(version, description) of every applied migration; None when ``migrations`` is not perfab's table."""
+    columns = {r[0] for r in execute("SELECT column_name FROM information_schema.columns WHERE table_schema = %s "
+                                     "AND table_name = 'migrations'", (schema,)).fetchall()}
+    if not {"version", "description", "applied_at"} <= columns:
+        return None
+    rows = execute(f"SELECT version, description FROM {schema}.migrations").fetchall()
+    return [(int(n), str(d)) for n, d in rows]
 
 
 def connect(url: str, where: str, application: str):

@@ -38,7 +38,8 @@ class Scale:
     b: float  # pixel coordinate of hi
 
     def __call__(self, v: float) -> float:
-        t = (float(v) - self.lo) / (self.hi - self.lo)  # float(): rounding a numpy scalar is 20x slower
+        # float(): rounding a numpy scalar is 20x slower; halves: -1e308..1e308 spans more than a float holds
+        t = (float(v) / 2 - self.lo / 2) / (self.hi / 2 - self.lo / 2)
         return round(self.a + t * (self.b - self.a), 1)
 
     def clamp(self, v: float) -> float:
@@ -47,14 +48,16 @@ class Scale:
 
     def ticks(self, count: int = 5) -> list[float]:
         """About ``count`` (at least 3) round values, steps of 1, 2 or 5 times a power of ten, inside [lo, hi]."""
-        raw = (self.hi - self.lo) / max(1, count)
+        raw = (self.hi / 2 - self.lo / 2) / max(1, count) * 2
+        if not (math.isfinite(raw) and raw > 0 and math.isfinite(self.lo / raw) and math.isfinite(self.hi / raw)):
+            return [self.lo, self.hi]  # a span no round step describes (beyond the float range): its ends
         for _ in range(4):
             step = nice_step(raw)
             first, last = math.ceil(self.lo / step - 1e-9), math.floor(self.hi / step + 1e-9)
             if last - first >= 2:
                 break
             raw = step / 2.5
-        return [round(k * step, 12) for k in range(first, last + 1)]
+        return [float(f"{k * step:.12g}") for k in range(first, last + 1)]
 
 
 def nice_step(raw: float) -> float:
@@ -74,8 +77,10 @@ def domain(values: list[float], pad: float = 0.06, include: tuple[float, ...] = 
     if hi == lo:
         half = abs(lo) * 0.01 or 1.0
         return lo - half, hi + half
-    width = hi - lo
-    return lo - pad * width, hi + pad * width
+    width = hi / 2 - lo / 2  # half the width: the whole may exceed the float range
+    if not math.isfinite(lo - 2 * pad * width) or not math.isfinite(hi + 2 * pad * width):
+        return lo, hi  # no room for padding next to the largest floats
+    return lo - 2 * pad * width, hi + 2 * pad * width
 
 
 def tick_labels(ticks: list[float]) -> list[str]:
@@ -83,8 +88,11 @@ def tick_labels(ticks: list[float]) -> list[str]:
     decimals as the step between ticks needs."""
     if not ticks:
         return []
-    step = ticks[1] - ticks[0] if len(ticks) > 1 else (abs(ticks[0]) or 1.0)
+    step = ticks[1] / 2 - ticks[0] / 2 if len(ticks) > 1 else abs(ticks[0]) / 2
     top = max(abs(t) for t in ticks)
+    if not 0 < step < math.inf or top >= 1e15 or top < 1e-4:  # no steady decimals: a power of ten each
+        return ["0" if t == 0 else f"{t:.3g}" for t in ticks]
+    step *= 2
     div, suffix = next(((d, s) for limit, d, s in ((1e9, 1e9, "G"), (1e6, 1e6, "M"), (1e4, 1e3, "k"))
                         if top >= limit), (1.0, ""))
     decimals = max(0, -math.floor(math.log10(step / div) + 1e-9))

@@ -1,0 +1,80 @@
+"""Sessions pooled into one comparison although what they measured differs: warnings naming the difference.
+
+perfab pools every stored session of an experiment into its comparison
+(more runs, and between-session variation seen).  That is sound only while
+each side measured the same thing: the same build, the same spec, on the
+same machine.  Pooling is kept (the runs are real, and a user may mean it),
+but each difference becomes a warning under the table naming the side,
+what differs and the sessions on each side of it, so a pooled delta is
+never read as one build's: a side's build (commit or content hash of a
+built side, ``perfab.run.build``), the content of a program a side runs
+(``perfab.run.programs``), the spec's text, and the machine (host name).
+Start a new database, or give ``report`` one session's database, to keep
+them apart.
+"""
+
+from __future__ import annotations
+
+from perfab.spec import Experiment
+from perfab.store import Session
+
+
+def pooled_warnings(sessions: list[Session], spec: Experiment) -> list[str]:
+    """One warning per side and kind of difference between the sessions that are pooled."""
+    out = []
+    for v in spec.variants:
+        mine = [s for s in sessions if s.side in (None, v.name)]
+        out += _build_warnings(mine, v.name) + _program_warnings(mine, v.name)
+        hosts = _groups(mine, lambda s: s.host)
+        if len(hosts) > 1:
+            out.append(f"side {v.name!r}: sessions from different machines are pooled ({_describe(hosts, 'name')}); "
+                       "compare one machine's sessions")
+    specs = _groups(sessions, lambda s: s.spec_text)
+    if len(specs) > 1:
+        out.append(f"the spec differs between pooled sessions ({_describe(specs, 'version')}); runs under "
+                   "different specs are compared as one")
+    return out
+
+
+def _build_warnings(sessions: list[Session], side: str) -> list[str]:
+    builds = _groups(sessions, lambda s: _source(s, side).get("content") or _source(s, side).get("commit"))
+    if len(builds) <= 1:
+        return []
+    return [f"side {side!r}: sessions of different builds are pooled ({_describe(builds)}); a delta over them "
+            "mixes builds: use one database per build"]
+
+
+def _program_warnings(sessions: list[Session], side: str) -> list[str]:
+    paths = sorted({p for s in sessions for p in (_source(s, side).get("programs") or {})})
+    out = []
+    for path in paths:
+        versions = _groups(sessions, lambda s: (_source(s, side).get("programs") or {}).get(path))
+        if len(versions) > 1:
+            out.append(f"side {side!r}: {path} changed between pooled sessions ({_describe(versions)}); a delta "
+                       "over them mixes programs: use one database per version")
+    return out
+
+
+def _source(session: Session, side: str) -> dict:
+    value = (session.sources or {}).get(side)
+    return value if isinstance(value, dict) else {}
+
+
+def _groups(sessions: list[Session], key) -> dict[str, list[int]]:
+    """Session ids by ``key`` (sessions without it are left out)."""
+    out: dict[str, list[int]] = {}
+    for s in sessions:
+        k = key(s)
+        if k:
+            out.setdefault(k, []).append(s.id)
+    return out
+
+
+def _describe(groups: dict[str, list[int]], label: str = "hash") -> str:
+    """``abc123def456 in sessions 1, 2; 0f1e2d3c4b5a in session 3``: keys as a short hash, a name or a version."""
+    parts = []
+    for i, (key, ids) in enumerate(groups.items(), 1):
+        name = {"hash": key[:12], "name": key, "version": f"version {i}"}[label]
+        noun = "session" if len(ids) == 1 else "sessions"
+        parts.append(f"{name} in {noun} {', '.join(map(str, ids))}")
+    return "; ".join(parts)
