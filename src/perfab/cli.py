@@ -123,7 +123,7 @@ def _report_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", dest="show_all",
                    help="also show parser metrics that have no declared direction")
     p.add_argument("--absolute", action="store_true",
-                   help="with three or more sides, show each side's median instead of % of the baseline")
+                   help="with three or more sides, show each side's median instead of %% of the baseline")
 
 
 def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:

@@ -6,8 +6,6 @@ import argparse
 from typing import TextIO
 
 from perfab.errors import PerfabError
-from perfab.size.diff import diff_files
-from perfab.size.report import render
 
 DESCRIPTION = (
     "Symbol-level code-size diff of two ELF files. Prints bloat-o-meter's table, size(1)-like totals, "
@@ -62,6 +60,9 @@ def main(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
     if limit < 0:
         stderr.write("perfab size: --limit must be >= 0 (0 prints every row)\n")
         return 2
+    from perfab.size.diff import diff_files  # imported on use: --help and usage errors stay light
+    from perfab.size.report import render
+
     try:
         diff = diff_files(args.old, args.new, compat=args.compat, mode=args.mode or "all", dwarf=not args.no_dwarf,
                           allow_mismatch=args.allow_mismatch)
