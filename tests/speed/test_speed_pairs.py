@@ -54,6 +54,9 @@ def test_every_order_statistic_equals_the_sorted_differences(kind, rounds):
     assert p.total == len(d)
     assert [p.kth(k) for k in range(1, len(d) + 1)] == d.tolist()
     assert p.median() == float(np.median(d))
+    for t in d[::5]:
+        bigger = d[d > t]
+        assert p.above(t) == (float(bigger[0]) if len(bigger) else math.inf)
     for t in np.concatenate([d[::7], d[::11] + 1e-9, [-np.inf, np.inf]]):
         assert p.count(t) == int(np.searchsorted(d, t, side="right"))
         assert p.count(t, strict=True) == int(np.searchsorted(d, t, side="left"))
@@ -105,12 +108,12 @@ def _brute_nonparametric(base: np.ndarray, exp: np.ndarray, confidence: float):
 
 
 def test_nonparametric_on_more_pairs_than_are_listed_equals_the_brute_force():
-    base, exp = RNG.lognormal(0, 0.2, 400), RNG.lognormal(0.02, 0.2, 300)  # 120,000 pairs: selection rounds run
+    base, exp = RNG.lognormal(0, 0.2, 700), RNG.lognormal(0.02, 0.2, 500)  # 350,000 pairs: selection rounds run
     est = methods.AssumeNothing().compare(base, exp, 0.95)
     shift, lo, hi = _brute_nonparametric(base, exp, 0.95)
     assert (est.delta, est.lo, est.hi) == (math.expm1(shift), math.expm1(lo), math.expm1(hi))
     raw = np.sort(np.subtract.outer(exp, base).ravel())
-    k = methods.hl_rank(400, 300, 0.95)
+    k = methods.hl_rank(700, 500, 0.95)
     assert (est.shift, est.shift_lo, est.shift_hi) == (float(np.median(raw)), float(raw[k - 1]), float(raw[-k]))
 
 

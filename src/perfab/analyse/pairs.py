@@ -37,8 +37,8 @@ import math
 
 import numpy as np
 
-LIST_AT_MOST = 1 << 16  # candidates listed and sorted outright once no more are left
-SAMPLE = 1 << 16  # candidates drawn per selection round to place its two pivots
+LIST_AT_MOST = 1 << 18  # candidates listed and sorted outright once no more are left
+SAMPLE = 1 << 16  # at most this many candidates drawn per selection round to place its two pivots
 BAND_AT_MOST = 1 << 21  # pairs near a quantile listed at once in triangle_quantiles (a chunk beyond)
 
 
@@ -56,6 +56,7 @@ class Pairs:
         self.cwa = np.concatenate([[0], np.cumsum(wa)])  # cumulative counts of the baseline values
         self.wa = wa  # count of each distinct baseline value
         self.total = int(self.cwa[-1]) * int(self.wb.sum())  # n*m
+        self._sorted = None  # (differences, cumulative counts) once sorted, when there are few distinct pairs
 
     def cut(self, t: float, strict: bool) -> np.ndarray:
         """Per row j, the first i from which every ``b_j - a_i`` is < t (``strict``) or <= t."""
@@ -81,7 +82,7 @@ class Pairs:
     def kth(self, k: int) -> float:
         """The k-th smallest difference (1-based), as ``np.sort(all differences)[k - 1]``.
 
-        Each round draws ``SAMPLE`` candidates at random, takes the two
+        Each round draws up to ``SAMPLE`` candidates at random, takes the two
         sampled values that bracket rank k with a margin of a few standard
         errors (Floyd & Rivest, "Algorithm 489: SELECT", CACM 18 (1975) 173),
         counts the differences below each, and keeps the candidates between
@@ -90,6 +91,13 @@ class Pairs:
         """
         if not 1 <= k <= self.total:
             raise ValueError(f"rank {k} outside 1..{self.total}")
+        if len(self.a) * len(self.b) <= LIST_AT_MOST:  # few distinct pairs: sort them once for every rank
+            if self._sorted is None:
+                d, w = self.listed(np.zeros(len(self.b), dtype=np.int64), np.full(len(self.b), len(self.a)))
+                order = np.argsort(d, kind="stable")
+                self._sorted = d[order], np.cumsum(w[order])
+            d, cw = self._sorted
+            return float(d[np.searchsorted(cw, k, side="left")])
         rng = np.random.default_rng(k)
         start, stop = self.cut(math.inf, True), self.cut(-math.inf, False)  # candidates: i in [start_j, stop_j)
         while True:
@@ -115,13 +123,14 @@ class Pairs:
         """Two sampled candidates that most likely bracket the candidate of rank ``rank`` (counts as weights)."""
         weights = self.wb * (self.cwa[stop] - self.cwa[start])  # differences per row among the candidates
         ends = np.cumsum(weights)
-        picks = rng.integers(int(ends[-1]), size=SAMPLE)
+        size = min(SAMPLE, max(256, int(int(ends[-1]) ** (2 / 3))))
+        picks = np.sort(rng.integers(int(ends[-1]), size=size))  # sorted: the searches below run faster
         rows = np.searchsorted(ends, picks, side="right")
         within = (picks - (ends[rows] - weights[rows])) // self.wb[rows]
         i = np.searchsorted(self.cwa, self.cwa[start[rows]] + within, side="right") - 1
         values = np.sort(self.b[rows] - self.a[i])
-        pos, margin = rank / int(ends[-1]) * SAMPLE, 3 * math.sqrt(SAMPLE)
-        return float(values[max(int(pos - margin), 0)]), float(values[min(int(pos + margin), SAMPLE - 1)])
+        pos, margin = rank / int(ends[-1]) * size, 3 * math.sqrt(size)
+        return float(values[max(int(pos - margin), 0)]), float(values[min(int(pos + margin), size - 1)])
 
     def _count_at_most(self, idx: np.ndarray) -> int:
         """The number of differences in the suffixes ``i >= idx_j`` of every row."""
@@ -149,7 +158,16 @@ class Pairs:
         half = self.total // 2
         if self.total % 2:
             return self.kth(half + 1)
-        return (self.kth(half) + self.kth(half + 1)) / 2
+        lower = self.kth(half)
+        return (lower + (lower if self.count(lower) > half else self.above(lower))) / 2
+
+    def above(self, t: float) -> float:
+        """The smallest difference greater than ``t`` (inf when none is)."""
+        idx = self.cut(t, False)  # row j: b_j - a_i > t for i < idx_j, the largest of them at idx_j - 1
+        rows = idx > 0
+        if not rows.any():
+            return math.inf
+        return float((self.b[rows] - self.a[idx[rows] - 1]).min())
 
     def order_interval(self, k: int) -> tuple[float, float, float]:
         """(median, k-th smallest, k-th largest): the Hodges-Lehmann shift and its interval at rank k."""
