@@ -319,10 +319,8 @@ def cmd_list(args, stdout, stderr) -> int:
 
     with open_store(args.db, readonly=True) as store:
         for name in store.experiments():
-            sessions = store.sessions(name)
-            runs = store.run_rows(name)
-            print(f"{name:<32} {len(sessions)} session(s), {len(runs)} run(s), last {sessions[-1].status}",
-                  file=stdout)
+            sessions, runs, status = store.overview(name)
+            print(f"{name:<32} {sessions} session(s), {runs} run(s), last {status}", file=stdout)
     return 0
 
 

@@ -177,3 +177,18 @@ def test_the_footprint_counts_runs_samples_and_every_table(stores):
     assert (fp.runs, fp.samples, fp.output_bytes) == (4, 8, 4000)
     assert {"runs", "samples", "sessions", "planned_runs"} <= set(fp.tables) and fp.tables["runs"] > 4000
     assert fp.per_run() == fp.total / 4 and describe(fp)[-1].startswith("bytes per run: ")
+
+
+def test_the_overview_counts_in_sql_what_the_rows_hold(stores):
+    """`perfab list` counts sessions and runs in the database instead of reading every run row."""
+    store = stores()
+    session = start(store)
+    store.record_run(session, plan()[1], record("interrupted", metrics={}))
+    store.record_run(session, plan()[1], record(ops=120.0))  # a second attempt: still one run
+    store.record_run(session, plan()[2], record(ops=121.0))
+    store.finish_session(session, "finished")
+    later = start(store)
+    store.record_run(later, plan()[0], record(ops=119.0))
+    sessions = store.sessions("contract")
+    assert store.overview("contract") == (len(sessions), len(store.run_rows("contract")), sessions[-1].status)
+    assert store.overview("contract")[:2] == (2, 3)

@@ -293,6 +293,20 @@ class Store:
                                "WHERE session_id = ? ORDER BY seq", (session,))
         return [PlannedRun(r[0], r[1], r[2], r[3], bool(r[4]), r[5], params_from_json(r[6])) for r in rows]
 
+    def overview(self, name: str) -> tuple[int, int, str]:
+        """(sessions, counted runs, status of the newest session) of an experiment, counted in SQL.
+
+        The runs are those ``run_rows`` returns: the latest attempt of each
+        planned run that has one, so one per planned run with a run stored."""
+        exp_id = self._experiment_id(name)
+        sessions, status = self.db.execute(
+            "SELECT count(*), (SELECT status FROM sessions WHERE experiment_id = ? ORDER BY id DESC LIMIT 1) "
+            "FROM sessions WHERE experiment_id = ?", (exp_id, exp_id)).fetchone()
+        runs = self.db.execute(
+            "SELECT count(DISTINCT r.planned_id) FROM runs r JOIN planned_runs p ON p.id = r.planned_id "
+            "JOIN sessions s ON s.id = p.session_id WHERE s.experiment_id = ?", (exp_id,)).fetchone()[0]
+        return int(sessions), int(runs), status
+
     def run_rows(self, name: str, all_attempts: bool = False) -> list[dict]:
         """Every counted run of an experiment with its plan position, as dicts (every attempt if asked)."""
         exp_id = self._experiment_id(name)
