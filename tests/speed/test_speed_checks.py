@@ -41,3 +41,22 @@ def test_two_clusters_are_still_reported_and_one_is_not():
     rng = np.random.default_rng(5)
     assert checks.bimodal(_sample(rng, "two", 60), "base") is not None
     assert checks.bimodal(_sample(rng, "normal", 60), "base") is None
+
+
+def test_too_few_runs_without_the_binomial_of_large_sides_answers_as_with_it():
+    import math
+
+    def with_comb(n, m, alpha):
+        return 2 / math.comb(n + m, n) > alpha
+
+    for n in (1, 2, 3, 5, 8, 39, 40, 41, 100, 5000):
+        for m in (1, 2, 4, 6, 40, 77, 100, 5000):
+            for alpha in (0.5, 0.05, 0.001, 1e-6, 1e-19):
+                assert (checks.too_few_runs(n, m, alpha) is not None) == with_comb(n, m, alpha), (n, m, alpha)
+
+
+def test_whole_numbers_are_told_as_the_per_value_test_tells_them():
+    from perfab.report.numbers import _whole
+
+    for values in [(1.0, 2.0, 3.0), (1.0, 2.5), (), (float("inf"), 1.0), (float("nan"),), (-4.0, 0.0, 1e15), (0.1,)]:
+        assert _whole(values) == all(float(v).is_integer() for v in values), values

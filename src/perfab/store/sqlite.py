@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from functools import lru_cache
 from pathlib import Path
 from urllib.parse import quote
 
@@ -319,7 +320,7 @@ class Store:
             f"JOIN sessions s ON s.id = p.session_id WHERE s.experiment_id = ? {latest} "
             "ORDER BY s.id, p.seq, r.attempt", (exp_id,))
         names = [d[0] for d in cur.description]
-        return [dict(zip(names, row)) for row in cur]
+        return [dict(zip(names, row)) for row in cur.fetchall()]  # one checked fetch, not one per row
 
     def samples(self, name: str) -> list[tuple[int, str, float]]:
         return [(rid, m, v) for rid, m, v, _ in self._samples(name)]
@@ -357,13 +358,19 @@ class Store:
         """The typed dataset of experiment ``name`` (see ``perfab.store.dataset``)."""
         runs = tuple(RunInfo(r["run_id"], r["session"], r["seq"], r["attempt"], r["workload"], r["variant"],
                              params_from_json(r["params_json"]), r["grp"], bool(r["warmup"]), r["block"],
-                             r["started_at"], r["status"], r["reason"], tuple(json.loads(r["notes_json"] or "[]")))
+                             r["started_at"], r["status"], r["reason"], _notes(r["notes_json"]))
                      for r in self.run_rows(name))
         counted = {r.run_id for r in runs}
         pick = lambda rows: [x for x in rows if x[0] in counted]  # noqa: E731
         return Dataset(name, tuple(self.sessions(name)), runs, group_by_run(pick(self.samples(name))),
                        group_by_run(pick(self.exclusions(name))), self.metric_meta(name),
                        group_by_run(pick(self.profile_shares(name))))
+
+
+@lru_cache(maxsize=1024)
+def _notes(text: str | None) -> tuple[str, ...]:
+    """A run's notes stored as JSON (most runs share "[]": parsed once)."""
+    return tuple(json.loads(text or "[]"))
 
 
 def _sequential(spec_text: str) -> bool:
