@@ -100,7 +100,8 @@ def child(src: Path, argv: list[str], timeout: float) -> tuple[float, int, bytes
         out.seek(0)
         err.seek(0)
         text = err.read().decode(errors="replace").strip().splitlines()
-        return wall, usage.ru_maxrss, out.read(), (text[-1] if text else "failed") if proc.returncode else None
+        why = text[-1] if text else (f"killed by signal {-proc.returncode}" if proc.returncode < 0 else "failed")
+        return wall, usage.ru_maxrss, out.read(), why if proc.returncode else None
 
 
 def export(rev: str, into: Path) -> Path:
