@@ -410,10 +410,9 @@ def cmd_list(args, stdout, stderr) -> int:
 
     with open_store(args.db, readonly=True) as store:
         for name in store.experiments():
-            sessions = store.sessions(name)
-            runs = store.run_rows(name)
-            last = f", last {sessions[-1].status}" if sessions else ""  # an experiment row without a session
-            print(f"{name:<32} {len(sessions)} session(s), {len(runs)} run(s){last}", file=stdout)
+            sessions, runs, status = store.overview(name)
+            last = f", last {status}" if sessions else ""  # an experiment row without a session
+            print(f"{name:<32} {sessions} session(s), {runs} run(s){last}", file=stdout)
     return 0
 
 

@@ -200,3 +200,18 @@ def test_a_parser_only_fix_replaces_the_sessions_spec_for_its_runner_only(stores
     store.replace_spec(session, "[experiment]\nname = 'contract'\n# fixed parser\n", "abcd")
     (s,) = store.sessions("contract")
     assert s.spec_text.endswith("# fixed parser\n")
+
+
+def test_the_overview_counts_in_sql_what_the_rows_hold(stores):
+    """`perfab list` counts sessions and runs in the database instead of reading every run row."""
+    store = stores()
+    session = start(store)
+    store.record_run(session, plan()[1], record("interrupted", metrics={}))
+    store.record_run(session, plan()[1], record(ops=120.0))  # a second attempt: still one run
+    store.record_run(session, plan()[2], record(ops=121.0))
+    store.finish_session(session, "finished")
+    later = start(store)
+    store.record_run(later, plan()[0], record(ops=119.0))
+    sessions = store.sessions("contract")
+    assert store.overview("contract") == (len(sessions), len(store.run_rows("contract")), sessions[-1].status)
+    assert store.overview("contract")[:2] == (2, 3)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats
 
+from perfab.analyse.pairs import Pairs, triangle_quantiles
 from perfab.analyse.ranks import hl_rank, rank_sum_p, resolution, under_one_step
 
 RATIO, SHIFT_MEDIAN, ABSOLUTE = "ratio", "shift/median", "absolute"
@@ -90,6 +91,14 @@ class AssumeNothing:
     rarely normal, and a maintainer can check a rank test without trusting
     a model.
 
+    Computation: the order statistics of the n*m differences are selected
+    from the two sorted samples (``perfab.analyse.pairs``: randomized
+    selection in the implicit sorted matrix, Johnson & Mizoguchi 1978), and
+    the rounding triangles' quantiles are solved in closed form over the
+    differences near each quantile, so time is O((n+m) log(n+m)) and
+    memory O(n+m): the pairs are never built.  The results equal those of
+    sorting all the differences.
+
     References: Hollander, Wolfe & Chicken, *Nonparametric Statistical
     Methods*, 3rd ed., 2014, sections 4.1-4.3; Bauer, "Constructing
     confidence sets using rank statistics", JASA 67 (1972) 687-690.
@@ -101,25 +110,24 @@ class AssumeNothing:
         n, m = len(base), len(exp)
         step = resolution(base, exp)
         log_scale = bool(np.all(base > 0) and np.all(exp > 0)) and (step == 0 or min(base.min(), exp.min()) > step)
-        a, b = (np.log(base), np.log(exp)) if log_scale else (base, exp)
-        diffs = np.subtract.outer(b, a).ravel()
+        pairs = Pairs(base, exp, log=log_scale)
         k = hl_rank(n, m, confidence)
         coarse = step > 0 and (under_one_step(base) or under_one_step(exp))
         warnings: list[str] = []
         if step == 0:
-            shift, lo, hi = _order_interval(np.sort(diffs), k)
+            shift, lo, hi = pairs.order_interval(k)
         else:
-            halfwidths = _rounding_halfwidths(base, exp, step, log_scale)
+            ea, eb = _rounding_errors(pairs, step, log_scale)
             if coarse:
-                shift, lo, hi = _order_interval(np.sort(diffs), k)
-                worst = float(halfwidths.max())
+                shift, lo, hi = pairs.order_interval(k)
+                worst = float(ea.max() + eb.max())
                 lo, hi = lo - worst, hi + worst
             else:
-                shift, lo, hi = _smoothed_interval(diffs, halfwidths, k)
+                shift, lo, hi = _smoothed_interval(pairs, ea, eb, k)
         p = rank_sum_p(base, exp)
         median_base = float(np.median(base))
         rel_step = step / abs(median_base) if median_base else (math.inf if step else 0.0)
-        raw_shift = _raw_shift(base, exp, step, coarse, k)
+        raw_shift = _raw_shift(pairs if not log_scale else Pairs(base, exp), step, coarse, k)
         if log_scale:
             est = _estimate(self.name, base, exp, math.expm1(shift), _expm1(lo), _expm1(hi), p, warnings, RATIO,
                             raw_shift, rel_step)
@@ -132,55 +140,37 @@ class AssumeNothing:
         return replace(est, coarse=coarse)
 
 
-def _order_interval(sorted_diffs: np.ndarray, k: int) -> tuple[float, float, float]:
-    nm = len(sorted_diffs)
-    shift = float(np.median(sorted_diffs))
-    if k < 1:
-        return shift, -math.inf, math.inf
-    return shift, float(sorted_diffs[k - 1]), float(sorted_diffs[nm - k])
+def _rounding_errors(pairs: Pairs, step: float, log_scale: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per distinct value of each side, the largest error rounding to ``step`` puts into it (on the compared scale).
 
-
-def _rounding_halfwidths(base: np.ndarray, exp: np.ndarray, step: float, log_scale: bool) -> np.ndarray:
-    """Per pairwise difference, the largest error rounding to ``step`` can put into it."""
+    A pairwise difference's rounding half-width is the sum of its two
+    values' errors: ``step`` on raw values, and on log values the larger of
+    the two one-sided log errors, ``log(x / (x - step/2))``.
+    """
     if not log_scale:
-        return np.full(len(base) * len(exp), float(step))
-    err = lambda x: np.log(x / (x - step / 2))  # noqa: E731  the larger of the two one-sided log errors
-    return np.add.outer(err(exp), err(base)).ravel()
+        return np.full(len(pairs.a), step / 2), np.full(len(pairs.b), step / 2)
+    err = lambda x: np.log(x / (x - step / 2))  # noqa: E731
+    return err(pairs.raw_a), err(pairs.raw_b)
 
 
-def _smoothed_interval(diffs: np.ndarray, halfwidths: np.ndarray, k: int) -> tuple[float, float, float]:
+def _smoothed_interval(pairs: Pairs, ea: np.ndarray, eb: np.ndarray, k: int) -> tuple[float, float, float]:
     """HL shift and interval with each difference spread over a triangle of its rounding half-width."""
-    nm = len(diffs)
-    center = _triangle_quantile(diffs, halfwidths, 0.5)
+    nm = pairs.total
     if k < 1:
-        return center, -math.inf, math.inf
-    return center, _triangle_quantile(diffs, halfwidths, (k - 0.5) / nm), \
-        _triangle_quantile(diffs, halfwidths, (nm - k + 0.5) / nm)
+        return triangle_quantiles(pairs, ea, eb, [0.5])[0], -math.inf, math.inf
+    center, lo, hi = triangle_quantiles(pairs, ea, eb, [0.5, (k - 0.5) / nm, (nm - k + 0.5) / nm])
+    return center, lo, hi
 
 
-def _triangle_quantile(d: np.ndarray, h: np.ndarray, prob: float) -> float:
-    """t with mean(TriangleCDF((t - d) / h)) = prob, by bisection (the mixture CDF is monotone)."""
-    lo, hi = float((d - h).min()), float((d + h).max())
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        z = np.clip(np.divide(mid - d, h, out=np.sign(mid - d), where=h > 0), -1.0, 1.0)
-        cdf = np.where(z < 0, 0.5 * (1 + z) ** 2, 1 - 0.5 * (1 - z) ** 2).mean()
-        if cdf < prob:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
-
-
-def _raw_shift(base, exp, step, coarse, k) -> tuple[float, float, float]:
-    """The change in the metric's unit: HL shift of the raw values with its interval."""
-    diffs = np.subtract.outer(exp, base).ravel()
+def _raw_shift(pairs: Pairs, step: float, coarse: bool, k: int) -> tuple[float, float, float]:
+    """The change in the metric's unit: HL shift of the raw values (``pairs`` of raw values) with its interval."""
     if step == 0:
-        return _order_interval(np.sort(diffs), k)
+        return pairs.order_interval(k)
     if coarse:
-        shift, lo, hi = _order_interval(np.sort(diffs), k)
+        shift, lo, hi = pairs.order_interval(k)
         return shift, lo - step, hi + step
-    return _smoothed_interval(diffs, np.full(len(diffs), float(step)), k)
+    ea, eb = _rounding_errors(pairs, step, False)
+    return _smoothed_interval(pairs, ea, eb, k)
 
 
 def _expm1(x: float) -> float:
@@ -233,17 +223,27 @@ class AssumeExact:
 
             warnings.append(f"values vary within a side (by {fmt_pct(spread_)}): the exact method assumes "
                             "deterministic counts")
-        diffs = np.subtract.outer(exp, base).ravel()
-        shift = (me - mb, float(diffs.min()), float(diffs.max()))
+        shift = (me - mb, float(exp.min() - base.max()), float(exp.max() - base.min()))  # extremes of all differences
         if mb == 0:
             return _estimate(self.name, base, exp, None, None, None, None, warnings, ABSOLUTE, shift, 0.0)
         delta = me / mb - 1
         lo = hi = delta
         if spread_ > 0 and np.all(base != 0):
-            ratios = np.divide.outer(exp, base).ravel() - 1
+            ratios = _extreme_ratios(exp, base) - 1
             lo, hi = float(ratios.min()), float(ratios.max())
         basis = RATIO if np.all(base > 0) and np.all(exp > 0) else SHIFT_MEDIAN
         return _estimate(self.name, base, exp, delta, lo, hi, None, warnings, basis, shift, 0.0)
+
+
+def _extreme_ratios(exp: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """The ratios ``e / b`` that hold the smallest and the largest of all n*m ratios (no 0 in ``base``).
+
+    For fixed b the ratio is monotone in e, and for fixed e it is monotone in
+    b on each side of 0, so the extremes are among the extreme values of
+    ``exp`` over the extreme values of ``base`` of each sign.
+    """
+    ends = [x for part in (base[base > 0], base[base < 0]) if len(part) for x in (part.min(), part.max())]
+    return np.divide.outer(np.array([exp.min(), exp.max()]), np.array(ends)).ravel()
 
 
 class AssumeNormal:

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from perfab.analyse.methods import ABSOLUTE, RATIO, SHIFT_MEDIAN, _rounding_halfwidths
+from perfab.analyse.methods import ABSOLUTE, RATIO, SHIFT_MEDIAN, _rounding_errors
+from perfab.analyse.pairs import Pairs, triangle_quantiles
 from perfab.analyse.ranks import _u_cdf, hl_rank, rank_sum_p, resolution, under_one_step
 
 EXACT_U = 2500  # n*m up to which ranks.hl_rank uses the exact distribution of U
@@ -69,14 +70,11 @@ def look(base: np.ndarray, exp: np.ndarray, margin: float, nu: float, t: float, 
 def _continuous(base: np.ndarray, exp: np.ndarray, margin: float, nu: float, t: float) -> Look:
     n, m = len(base), len(exp)
     positive = bool(np.all(base > 0) and np.all(exp > 0))
-    a, b = (np.log(base), np.log(exp)) if positive else (base, exp)
-    d = np.sort(np.subtract.outer(b, a).ravel())
-    k = hl_rank(n, m, 1 - nu)
-    shift = float(np.median(d))
-    lo, hi = (float(d[k - 1]), float(d[n * m - k])) if k >= 1 else (-math.inf, math.inf)
+    pairs = Pairs(base, exp, log=positive)  # the n*m differences, never built (perfab.analyse.pairs)
+    shift, lo, hi = pairs.order_interval(hl_rank(n, m, 1 - nu))
     basis, scale, up, down = _margin_shifts(base, margin, positive)
-    below = int(np.searchsorted(d, up, side="right"))  # differences <= the upper margin
-    above = n * m - int(np.searchsorted(d, down, side="left"))  # differences >= the lower margin
+    below = pairs.count(up)  # differences <= the upper margin
+    above = n * m - pairs.count(down, strict=True)  # differences >= the lower margin
     pi = min(1.0, 2 * _u_tail(below, n, m), 2 * _u_tail(above, n, m))
     rel = (lambda x: _expm1(x)) if basis == RATIO else (lambda x: x / scale)
     return Look(n, m, t, nu, rel(shift), rel(lo), rel(hi), pi, basis, 0.0)
@@ -128,21 +126,19 @@ def _grid_intervals(base: np.ndarray, exp: np.ndarray, confidences: tuple[float,
     n, m = len(base), len(exp)
     step = resolution(base, exp)
     log_scale = bool(np.all(base > 0) and np.all(exp > 0)) and min(base.min(), exp.min()) > step
-    a, b = (np.log(base), np.log(exp)) if log_scale else (base, exp)
-    diffs = np.subtract.outer(b, a).ravel()
+    pairs = Pairs(base, exp, log=log_scale)  # the n*m differences, never built (perfab.analyse.pairs)
     ks = [hl_rank(n, m, c) for c in confidences]
-    halfwidths = _rounding_halfwidths(base, exp, step, log_scale)
+    ea, eb = _rounding_errors(pairs, step, log_scale)
     if under_one_step(base) or under_one_step(exp):
-        d, worst = np.sort(diffs), float(halfwidths.max())
-        center = float(np.median(d))
-        ends = [(float(d[k - 1]) - worst, float(d[n * m - k]) + worst) if k >= 1 else (-math.inf, math.inf)
+        worst = float(ea.max() + eb.max())
+        center = pairs.median()
+        ends = [(pairs.kth(k) - worst, pairs.kth(n * m + 1 - k) + worst) if k >= 1 else (-math.inf, math.inf)
                 for k in ks]
     else:
-        probs = [0.5] + [p for k in ks for p in ((k - 0.5) / (n * m), (n * m - k + 0.5) / (n * m))]
-        q = _triangle_quantiles(diffs, halfwidths, np.array(probs))
-        center = float(q[0])
-        ends = [(float(q[1 + 2 * i]), float(q[2 + 2 * i])) if k >= 1 else (-math.inf, math.inf)
-                for i, k in enumerate(ks)]
+        probs = [0.5] + [p for k in ks if k >= 1 for p in ((k - 0.5) / (n * m), (n * m - k + 0.5) / (n * m))]
+        q = iter(triangle_quantiles(pairs, ea, eb, probs))
+        center = next(q)
+        ends = [(next(q), next(q)) if k >= 1 else (-math.inf, math.inf) for k in ks]
     median = float(np.median(base))
     rel_step = step / abs(median) if median else math.inf
     if log_scale:
@@ -151,42 +147,6 @@ def _grid_intervals(base: np.ndarray, exp: np.ndarray, confidences: tuple[float,
         return ABSOLUTE, center, ends, rel_step
     scale = abs(median)
     return SHIFT_MEDIAN, center / scale, [(lo / scale, hi / scale) for lo, hi in ends], rel_step
-
-
-def _triangle_quantiles(d: np.ndarray, h: np.ndarray, probs: np.ndarray) -> np.ndarray:
-    """Quantiles of the mixture of triangles centred on ``d`` with half-widths ``h``, all probabilities at once.
-
-    The quantity ``methods._triangle_quantile`` finds by bisection, here in
-    closed form: the mixture CDF is quadratic between the knots
-    ``d - h, d, d + h``, so the coefficients are accumulated over the sorted
-    knots and each quantile solves one quadratic: the smallest ``t`` with
-    ``CDF(t) >= p``.
-    """
-    ref = float(np.median(d))
-    a, c, b = d - h - ref, d - ref, d + h - ref
-    w = 1 / (2 * h * h)  # each triangle: w (t - a)^2 on [a, c), 1 - w (b - t)^2 on [c, b), 1 beyond
-    knots = np.concatenate([a, c, b])
-    c2 = np.concatenate([w, -2 * w, w])
-    c1 = np.concatenate([-2 * w * a, 2 * w * (a + b), -2 * w * b])
-    c0 = np.concatenate([w * a * a, 1 - w * (a * a + b * b), w * b * b])
-    order = np.argsort(knots, kind="stable")
-    knots, c2, c1, c0 = knots[order], np.cumsum(c2[order]), np.cumsum(c1[order]), np.cumsum(c0[order])
-    at_knots = (c2 * knots + c1) * knots + c0  # len(d) * CDF at each knot, from the right
-    target = probs * len(d)
-    k = np.clip(np.searchsorted(at_knots, target, side="left") - 1, 0, len(knots) - 1)
-    lo, hi = knots[k], knots[np.minimum(k + 1, len(knots) - 1)]
-    return ref + np.array([_segment_root(*args) for args in zip(c2[k], c1[k], c0[k] - target, lo, hi)])
-
-
-def _segment_root(q2: float, q1: float, q0: float, lo: float, hi: float) -> float:
-    """The root of ``q2 t^2 + q1 t + q0`` (increasing on [lo, hi]) that lies in [lo, hi]."""
-    if abs(q2) * max(abs(lo), abs(hi), hi - lo) <= 1e-12 * abs(q1):
-        t = -q0 / q1 if q1 else lo
-    else:
-        disc = math.sqrt(max(q1 * q1 - 4 * q2 * q0, 0.0))
-        roots = ((-q1 - disc) / (2 * q2), (-q1 + disc) / (2 * q2))
-        t = min(roots, key=lambda r: max(lo - r, r - hi, 0.0))
-    return min(max(t, lo), hi)
 
 
 def _shifted_p(base: np.ndarray, exp: np.ndarray, basis: str, delta: float, margin: float, side: int) -> float:

@@ -122,6 +122,11 @@ def _legend(h: History) -> list[str]:
             f"at least {m.min_size} sessions either side; each tested by {m.permutations} permutations within "
             f"segments (seed {m.seed}) at alpha {h.alpha:g}.  Change: the mean of the session medians after "
             "the change point against the mean before, each up to the next change point.")
+    blocks = sorted({x.detection.block for x in h.series if x.detection is not None and x.detection.block > 1})
+    if blocks:
+        sizes = "/".join(str(b) for b in blocks)
+        text += (f"  Series over {m.max_points} sessions were searched as medians of blocks of {sizes} sessions: "
+                 "a change point is placed at the first session of its block.")
     return _wrap(text)
 
 

@@ -23,6 +23,14 @@ As a library::
 
 from __future__ import annotations
 
-from perfab.size.diff import Coverage, FamilyRow, SectionRow, SizeDiff, diff_files
-
 __all__ = ["Coverage", "FamilyRow", "SectionRow", "SizeDiff", "diff_files"]
+
+
+def __getattr__(name: str):
+    """The names of ``perfab.size.diff``, imported when first asked for (PEP 562): ``perfab size --help``
+    imports the package without numpy."""
+    if name in __all__:
+        from perfab.size import diff
+
+        return getattr(diff, name)
+    raise AttributeError(f"module 'perfab.size' has no attribute {name!r}")

@@ -6,9 +6,6 @@ import argparse
 from typing import TextIO
 
 from perfab.errors import PerfabError
-from perfab.outputs import refuse_input, write_atomic
-from perfab.size.diff import diff_files
-from perfab.size.report import render
 
 DESCRIPTION = (
     "Symbol-level code-size diff of two ELF files. Prints bloat-o-meter's table, size(1)-like totals, "
@@ -63,6 +60,10 @@ def main(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
     if limit < 0:
         stderr.write("perfab size: --limit must be >= 0 (0 prints every row)\n")
         return 2
+    from perfab.size.diff import diff_files  # imported on use: --help and usage errors stay light
+    from perfab.size.report import render
+    from perfab.outputs import refuse_input, write_atomic
+
     try:
         if args.output is not None:
             refuse_input(args.output, {args.old: "OLD file", args.new: "NEW file"})

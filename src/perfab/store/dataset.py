@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 Params = tuple[tuple[str, str], ...]  # a sweep point: (parameter, value) pairs in spec order
 
@@ -90,7 +91,9 @@ class Dataset:
         return [r for r in self.runs if not r.warmup and r.status == "ok"]
 
 
+@lru_cache(maxsize=4096)
 def params_from_json(text: str | None) -> Params:
+    """The sweep point stored as JSON (runs of one point share the text: parsed once)."""
     if not text:
         return ()
     try:

@@ -23,6 +23,7 @@ import math
 import os
 import sqlite3
 import time
+from functools import lru_cache
 from pathlib import Path
 from urllib.parse import quote
 
@@ -315,6 +316,20 @@ class Store:
                                "WHERE session_id = ? ORDER BY seq", (session,))
         return [PlannedRun(r[0], r[1], r[2], r[3], bool(r[4]), r[5], params_from_json(r[6])) for r in rows]
 
+    def overview(self, name: str) -> tuple[int, int, str]:
+        """(sessions, counted runs, status of the newest session) of an experiment, counted in SQL.
+
+        The runs are those ``run_rows`` returns: the latest attempt of each
+        planned run that has one, so one per planned run with a run stored."""
+        exp_id = self._experiment_id(name)
+        sessions, status = self.db.execute(
+            "SELECT count(*), (SELECT status FROM sessions WHERE experiment_id = ? ORDER BY id DESC LIMIT 1) "
+            "FROM sessions WHERE experiment_id = ?", (exp_id, exp_id)).fetchone()
+        runs = self.db.execute(
+            "SELECT count(DISTINCT r.planned_id) FROM runs r JOIN planned_runs p ON p.id = r.planned_id "
+            "JOIN sessions s ON s.id = p.session_id WHERE s.experiment_id = ?", (exp_id,)).fetchone()[0]
+        return int(sessions), int(runs), status
+
     def run_rows(self, name: str, all_attempts: bool = False) -> list[dict]:
         """Every counted run of an experiment with its plan position, as dicts (every attempt if asked)."""
         exp_id = self._experiment_id(name)
@@ -327,7 +342,7 @@ class Store:
             f"JOIN sessions s ON s.id = p.session_id WHERE s.experiment_id = ? {latest} "
             "ORDER BY s.id, p.seq, r.attempt", (exp_id,))
         names = [d[0] for d in cur.description]
-        return [dict(zip(names, row)) for row in cur]
+        return [dict(zip(names, row)) for row in cur.fetchall()]  # one checked fetch, not one per row
 
     def samples(self, name: str) -> list[tuple[int, str, float]]:
         return [(rid, m, _number(v)) for rid, m, v, _ in self._samples(name)]
@@ -365,13 +380,19 @@ class Store:
         """The typed dataset of experiment ``name`` (see ``perfab.store.dataset``)."""
         runs = tuple(RunInfo(r["run_id"], r["session"], r["seq"], r["attempt"], r["workload"], r["variant"],
                              params_from_json(r["params_json"]), r["grp"], bool(r["warmup"]), r["block"],
-                             r["started_at"], r["status"], r["reason"], tuple(json.loads(r["notes_json"] or "[]")))
+                             r["started_at"], r["status"], r["reason"], _notes(r["notes_json"]))
                      for r in self.run_rows(name))
         counted = {r.run_id for r in runs}
         pick = lambda rows: [x for x in rows if x[0] in counted]  # noqa: E731
         return Dataset(name, tuple(self.sessions(name)), runs, group_by_run(pick(self.samples(name))),
                        group_by_run(pick(self.exclusions(name))), self.metric_meta(name),
                        group_by_run(pick(self.profile_shares(name))))
+
+
+@lru_cache(maxsize=1024)
+def _notes(text: str | None) -> tuple[str, ...]:
+    """A run's notes stored as JSON (most runs share "[]": parsed once)."""
+    return tuple(json.loads(text or "[]"))
 
 
 def _sequential(spec_text: str) -> bool:

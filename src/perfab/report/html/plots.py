@@ -12,6 +12,10 @@ experiment variant, all sharing the baseline's samples) and returns an
                   and ``ns`` (neither) can be seen;
 - ``order_plot``  value against position in the plan per side; a side with a
                   drift warning gets its least-squares trend line and a mark.
+
+A side with more than ``DOTS_PER_SIDE`` runs is drawn as that many runs
+evenly spaced in run order (medians and trends use every run), and the
+caption says how many were drawn.
 """
 
 from __future__ import annotations
@@ -33,6 +37,20 @@ RIGHT = 90  # room for medians and verdicts
 ORDER_WIDTH = 2 * WIDTH + 18  # the run-order plot spans the runs and delta plots above it
 DRIFT = "drift across run order on "  # how perfab.analyse.checks.drift words its warning
 SESSION_STRIDE = 10_000_000  # perfab.store.RunInfo.order: session * stride + plan position
+DOTS_PER_SIDE = 1000  # runs drawn per side and plot at most; beyond, evenly spaced runs (the caption says so)
+
+
+def shown(count: int) -> list[int]:
+    """Indices of the runs drawn of a side with ``count`` runs: all, or ``DOTS_PER_SIDE`` evenly spaced ones."""
+    if count <= DOTS_PER_SIDE:
+        return list(range(count))
+    return sorted({round(i * (count - 1) / (DOTS_PER_SIDE - 1)) for i in range(DOTS_PER_SIDE)})
+
+
+def _thinned(data) -> str:
+    """The caption's note when some side has more runs than are drawn ('' when every run is)."""
+    most = max((len(vals) for _, vals, _ in data), default=0)
+    return "" if most <= DOTS_PER_SIDE else f"; {DOTS_PER_SIDE:,} evenly spaced of up to {most:,} runs per side drawn"
 
 
 def sides(rows: list[Row], baseline: str) -> list[tuple[str, tuple[float, ...], tuple[int, ...]]]:
@@ -52,12 +70,13 @@ def runs_plot(rows: list[Row], baseline: str) -> str:
         mid = 24 + band * i + band / 2
         finite = [v for v in vals if math.isfinite(v)]
         body.append(text(LEFT - 8, mid + 4, clip(side, 15), "side", "end", title=side))
-        body.append(dots([(xs.clamp(v), mid + jitter(j, band * 0.3)) for j, v in enumerate(finite)], side_class(i)))
+        body.append(dots([(xs.clamp(finite[j]), mid + jitter(j, band * 0.3)) for j in shown(len(finite))],
+                          side_class(i)))
         if finite:
             med = float(statistics.median(finite))
             body.append(line(xs(med), mid - band * 0.45, xs(med), mid + band * 0.45, f"median {side_class(i)}"))
             body.append(text(WIDTH - RIGHT + 6, mid + 4, fmt_value(rows[0], med), "value"))
-    body.append(text(LEFT, 14, f"every run ({_unit(rows[0])}); bar = median", "caption"))
+    body.append(text(LEFT, 14, f"every run ({_unit(rows[0])}); bar = median{_thinned(data)}", "caption"))
     return figure(WIDTH, height, "".join(body), f"runs of {rows[0].label} per side")
 
 
@@ -135,7 +154,7 @@ def order_plot(rows: list[Row], baseline: str) -> str:
     for i, (side, vals, order) in enumerate(data):
         xpos = [x_of[o] for o in order]
         pts = [(xs(x), ys.clamp(v)) for x, v in zip(xpos, vals) if math.isfinite(v)]
-        body.append(dots(pts, side_class(i)))
+        body.append(dots([pts[j] for j in shown(len(pts))], side_class(i)))
         if side in drifting and len(pts) >= 2:
             body.append(_trend(xpos, vals, xs, ys, side_class(i)))
         legend_y = 36 + 16 * i
@@ -143,7 +162,7 @@ def order_plot(rows: list[Row], baseline: str) -> str:
         body.append(dots([(width - right + 12, legend_y - 4)], side_class(i)))
         body.append(text(width - right + 20, legend_y, clip(side, 14) + mark, "side" + (" warn" if mark else ""),
                          title=side))
-    body.append(text(LEFT, 12, f"value ({_unit(rows[0])}) by position in the run plan", "caption"))
+    body.append(text(LEFT, 12, f"value ({_unit(rows[0])}) by position in the run plan{_thinned(data)}", "caption"))
     if starts:
         body.append(line(xs.a, height - 30, xs.b, height - 30, "axis"))
     return figure(width, height, "".join(body), f"{rows[0].label} in run order")

@@ -1,0 +1,162 @@
+"""How the cost of ``perfab report`` and ``perfab history`` grows with the runs stored, old code beside new.
+
+Builds one SQLite store per size with the fake executor (nothing runs): one
+experiment, two sides, sessions of ``--per-session`` runs per side, 8 metrics
+per run (a continuous rate, a whole count, and the 6 rusage figures).  Then
+``perfab report`` and ``perfab history`` run on each store in a fresh
+interpreter, once with this checkout's ``src`` and once with the tree of
+``--old`` (a git revision, exported with ``git archive``), one after the
+other in the same run, and the wall time and peak RSS of each child
+(``os.wait4``) are printed with their ratio and whether the two outputs are
+byte-identical.  A child that fails prints its last line instead
+(a traceback at sizes where the old code built all pairwise differences).
+Start-up (``perfab --help``) is measured the same way, beside ``python -c pass``.
+
+    .venv/bin/python bench/analysis_growth.py [--runs 1000,10000,100000] [--old c835a2f] [--timeout 900]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from perfab.run.backends import TimeBackend  # noqa: E402
+from perfab.run.executor import FakeExecutor, FakeOutcome  # noqa: E402
+from perfab.run.runner import Runner  # noqa: E402
+from perfab.spec import parse_spec  # noqa: E402
+from perfab.store import Store  # noqa: E402
+
+SPEC = """[experiment]
+name = "growth"
+runs = {runs}
+warmup = 0
+seed = {seed}
+[[variant]]
+name = "base"
+[[variant]]
+name = "new"
+[[workload]]
+name = "w"
+argv = ["bench", "{{variant}}"]
+parser = "keyvalue"
+[[workload.metric]]
+name = "ops/s"
+direction = "higher"
+[[workload.metric]]
+name = "faults"
+direction = "lower"
+"""
+CLI = "import sys; from perfab.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def behaviour(seed: int):
+    """``new`` 1% faster with 1% noise; ``faults`` a whole count near 1000 on both sides."""
+    rng = random.Random(seed)
+
+    def run(argv, env):
+        speed = 1.01 if argv[1] == "new" else 1.0
+        out = f"ops/s: {1e6 * speed * (1 + rng.gauss(0, 0.01)):.1f}\nfaults: {round(rng.gauss(1000, 30))}\n"
+        return FakeOutcome(wall_s=0.01 * (1 + rng.gauss(0, 0.01)) / speed, stdout=out.encode())
+
+    return run
+
+
+def build(db: Path, runs: int, per_session: int) -> None:
+    with Store(db) as store:
+        for s in range(max(1, runs // (2 * per_session))):
+            spec = parse_spec(SPEC.format(runs=per_session, seed=s + 1))
+            Runner(spec, store, TimeBackend(), FakeExecutor(behaviour(s)), {}).run()
+
+
+def child(src: Path, argv: list[str], timeout: float) -> tuple[float, int, bytes, str | None]:
+    """(wall s, peak RSS KiB, stdout, error line or None) of one command in a fresh interpreter."""
+    env = dict(os.environ, PYTHONPATH=str(src))
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, *argv], env=env, stdout=out, stderr=err)
+        deadline = t + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                proc.kill()
+                _, status, usage = os.wait4(proc.pid, 0)
+                proc.returncode = -9
+                return time.perf_counter() - t, usage.ru_maxrss, b"", f"killed after {timeout:.0f} s"
+            time.sleep(0.02)
+        wall = time.perf_counter() - t
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        text = err.read().decode(errors="replace").strip().splitlines()
+        why = text[-1] if text else (f"killed by signal {-proc.returncode}" if proc.returncode < 0 else "failed")
+        return wall, usage.ru_maxrss, out.read(), why if proc.returncode else None
+
+
+def export(rev: str, into: Path) -> Path:
+    """The ``src`` tree of git revision ``rev``."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into / "src"
+
+
+def row(label: str, old, new) -> str:
+    def cell(r):
+        return f"{r[0]:8.2f} s {r[1] / 1024:7.0f} MB" if r[3] is None else f"{r[3][:38]:>38}"
+    ratio = f"{old[0] / new[0]:7.1f}x" if old[3] is None and new[3] is None else "      -"
+    same = ("same" if old[2] == new[2] else "DIFFERS") if old[3] is None and new[3] is None else ""
+    return f"{label:<24} {cell(old):>38}  {cell(new):>20}  {ratio}  {same}"
+
+
+def startup(old_src: Path, new_src: Path, repeat: int) -> None:
+    runs = {"python -c pass": [], "old --help": [], "new --help": []}
+    for _ in range(repeat):
+        runs["python -c pass"].append(child(new_src, ["-c", "pass"], 60)[0])
+        runs["old --help"].append(child(old_src, ["-c", CLI, "--help"], 60)[0])
+        runs["new --help"].append(child(new_src, ["-c", CLI, "--help"], 60)[0])
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    print(f"start-up (median of {repeat}): python -c pass {med['python -c pass']:.3f} s, "
+          f"old --help {med['old --help']:.3f} s, new --help {med['new --help']:.3f} s "
+          f"({med['old --help'] / med['new --help']:.1f}x faster; {med['new --help'] / med['python -c pass']:.1f}x "
+          f"python -c pass)")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", default="1000,10000,100000", help="stored runs per store, comma-separated")
+    p.add_argument("--per-session", type=int, default=50, help="runs per side in each session (default 50)")
+    p.add_argument("--old", default="c835a2f", help="git revision of the old code (default: before the speed work)")
+    p.add_argument("--timeout", type=float, default=900, help="seconds before a child is killed (default 900)")
+    p.add_argument("--commands", default="report,history", help="commands to time (default report,history)")
+    p.add_argument("--repeat", type=int, default=5, help="start-up measurements of each (default 5)")
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        old_src, new_src = export(args.old, Path(tmp)), ROOT / "src"
+        startup(old_src, new_src, args.repeat)
+        print(f"{'command @ runs':<24} {'old (' + args.old + ')':>38}  {'new':>20}  {'ratio':>7}  output")
+        for runs in (int(x) for x in args.runs.split(",")):
+            db = Path(tmp) / f"growth-{runs}.db"
+            t = time.perf_counter()
+            build(db, runs, args.per_session)
+            print(f"built {runs:,} runs in {time.perf_counter() - t:.1f} s, {db.stat().st_size / 2**20:.1f} MB")
+            for command in args.commands.split(","):
+                argv = ["-c", CLI, command, "--db", str(db)]
+                old = child(old_src, argv, args.timeout)
+                new = child(new_src, argv, args.timeout)
+                print(row(f"{command} @ {runs:,}", old, new), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Start-up: commands that analyse nothing import no numerical library.
+
+numpy, scipy and pandas cost about half a second to import; the command
+line imports them where an analysis or a size diff uses them.  Each case
+runs in a fresh interpreter (``sys.modules`` of this test process already
+holds everything) and prints the heavy modules it ended up with.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+HEAVY = ("numpy", "scipy", "pandas")
+
+PROBE = """
+import io, json, sys
+from perfab import cli
+for argv in json.loads(sys.argv[1]):
+    try:
+        cli.main(argv, io.StringIO(), io.StringIO())
+    except SystemExit:  # argparse's --help exits
+        pass
+print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & set(json.loads(sys.argv[2])))))
+"""
+
+
+def _heavy_after(argvs: list[list[str]]) -> list[str]:
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argvs), json.dumps(HEAVY)], env=env,
+                         capture_output=True, text=True, check=True, timeout=120)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+HELP = [["--help"], ["size", "--help"], *([c, "--help"] for c in
+        ("run", "report", "plan", "bisect", "list", "history", "env", "counters", "screen", "submit", "worker"))]
+
+
+def test_import_of_the_cli_loads_no_numerical_library():
+    assert _heavy_after([]) == []
+
+
+@pytest.mark.parametrize("argv", HELP, ids=lambda a: " ".join(a))
+def test_help_loads_no_numerical_library(argv):
+    assert _heavy_after([argv]) == []
+
+
+def test_list_of_a_real_store_loads_no_numerical_library(tmp_path):
+    db = tmp_path / "results.db"
+    assert _heavy_after([["list", "--db", str(db)]]) == []
+
+
+def test_the_probe_sees_a_numerical_library_when_one_is_loaded():
+    """The probe itself can fail: a report's analysis does import numpy."""
+    assert "numpy" in _heavy_after([["report", "--help"], ["size", "/nonexistent-old", "/nonexistent-new"]])
+
+
+def test_every_help_text_renders(capsys):
+    """`perfab report --help` raised a TypeError on a bare % in a help string."""
+    from perfab.cli import main
+
+    for argv in HELP:
+        try:
+            code = main(argv)
+        except SystemExit as stop:  # argparse exits after printing help
+            code = stop.code
+        assert code == 0, argv
+        assert "usage: perfab" in capsys.readouterr().out
