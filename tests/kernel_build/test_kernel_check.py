@@ -140,3 +140,43 @@ def test_build_failure_quotes_the_first_error_and_keeps_the_log(fresh_cache: Pat
     assert log.is_file() and log.is_relative_to(fresh_cache / "failed")
     assert "broken on purpose" in log.read_text()
     assert not (fresh_cache / "kernels").exists()
+
+
+def blocked_on_a_lock(pid: int) -> bool:
+    """Whether ``pid`` waits for a file lock (a "->" line of /proc/locks, see proc(5))."""
+    return any("->" in line and f" {pid} " in line for line in Path("/proc/locks").read_text().splitlines())
+
+
+WAITER = """
+import sys
+sys.path.insert(0, {src!r})
+from pathlib import Path
+from perfab.kernel.build import KernelRequest, build_kernel
+got = build_kernel(KernelRequest(jobs=1), Path({cache!r}), lambda line: print(line, flush=True))
+print("RESULT", got.key, got.cached, flush=True)
+"""
+
+
+def test_a_second_builder_waits_on_the_key_lock_and_reuses_the_first_ones_entry(fresh_cache: Path):
+    import json
+    import subprocess
+    import sys
+    import time
+
+    key = check_kernel(KernelRequest(jobs=1), fresh_cache, quiet).key
+    shutil.rmtree(fresh_cache / "requests")  # no shortcut: the waiter configures, then needs the key's lock
+    code = WAITER.format(src=str(Path(__file__).resolve().parents[2] / "src"), cache=str(fresh_cache))
+    with ksource.locked(fresh_cache / "locks" / f"{key}.lock"):  # a first builder, mid-build
+        waiter = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 300
+        while not blocked_on_a_lock(waiter.pid) and waiter.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert blocked_on_a_lock(waiter.pid), "the second builder did not wait for the key's lock"
+        entry = fresh_cache / "kernels" / key  # the first builder publishes its entry
+        entry.mkdir(parents=True)
+        for name in ("bzImage", "vmlinux", "System.map", "config", "build.log"):
+            (entry / name).write_text("first builder\n")
+        (entry / "meta.json").write_text(json.dumps({"source": "first", "build_s": 1.0}))
+    out, _ = waiter.communicate(timeout=120)
+    assert waiter.returncode == 0, out
+    assert f"RESULT {key} True" in out and "building kernel" not in out, out

@@ -246,13 +246,24 @@ def _unknown_message(names: list[str], request: KernelRequest, symbols: kconfig.
 
 def _configure(request: KernelRequest, tree: Path, obj: Path, options, symbols: kconfig.Kconfig, log: Path,
                cache_root: Path, inputs: _Inputs, say) -> None:
-    """Base config, the options over it, ``make olddefconfig``; every option must come out as asked."""
-    if request.base in BASES:
-        _config_step(request, tree, obj, request.base, log, cache_root, inputs)
-    else:
-        shutil.copyfile(Path(request.base).expanduser(), obj / ".config")
-    kconfig.write_options(obj / ".config", options, symbols)
-    _config_step(request, tree, obj, "olddefconfig", log, cache_root, inputs)
+    """Base config, the options over it, ``make olddefconfig``; every option must come out as asked.
+
+    An unpatched tree is configured in a directory kept per source and
+    compiler (Kconfig's own tools are compiled there once, so a later check
+    takes a second or two); a patched one in ``obj``.  The resolved
+    ``.config`` ends up in ``obj`` either way.
+    """
+    where = obj if request.patches else _config_dir(cache_root, inputs)
+    with ksource.locked(where.parent / f"{where.name}.lock"):
+        where.mkdir(parents=True, exist_ok=True)
+        if request.base in BASES:
+            _base_config(request, tree, where, where != obj, log, cache_root, inputs)
+        else:
+            shutil.copyfile(Path(request.base).expanduser(), where / ".config")
+        kconfig.write_options(where / ".config", options, symbols)
+        _config_step(request, tree, where, "olddefconfig", log, cache_root, inputs)
+        if where != obj:
+            shutil.copyfile(where / ".config", obj / ".config")
     resolved = kconfig.read_config(obj / ".config")
     asked = dict(request.options)
     for note in kconfig.changes(tuple(o for o in options if o[0] not in asked), resolved, symbols):
@@ -260,6 +271,24 @@ def _configure(request: KernelRequest, tree: Path, obj: Path, options, symbols: 
     changed = kconfig.changes(request.options, resolved, symbols)
     if changed:
         raise UsageError(f"kernel config not as asked: {'; '.join(changed)}; set what they need too, or drop them")
+
+
+def _base_config(request: KernelRequest, tree: Path, where: Path, keep: bool, log: Path, cache_root: Path,
+                 inputs: _Inputs) -> None:
+    """``make tinyconfig``/``defconfig`` into ``where/.config``; kept beside it when ``keep`` and reused."""
+    kept = where / f"{request.base}.base"
+    if keep and kept.is_file():
+        shutil.copyfile(kept, where / ".config")
+        return
+    _config_step(request, tree, where, request.base, log, cache_root, inputs)
+    if keep:
+        shutil.copyfile(where / ".config", kept)
+
+
+def _config_dir(cache_root: Path, inputs: _Inputs) -> Path:
+    """The directory an unpatched source is configured in, per source and compiler."""
+    name = hashlib.sha256(f"{RECIPE}\0{inputs.source}\0{inputs.cc_version}".encode()).hexdigest()[:20]
+    return cache_root / "sources" / "configure" / name
 
 
 def _config_step(request, tree: Path, obj: Path, target: str, log: Path, cache_root: Path, inputs: _Inputs) -> None:

@@ -37,8 +37,11 @@ BOOT_OPTIONS: dict[str, str] = {
     "FUTEX": "y", "SMP": "y", "NR_CPUS": "8",
     # Without ACPI the kernel reads SeaBIOS's MP table, which lists the boot CPU
     # alone (1 of 2 vCPUs), and `poweroff -f` halts instead of switching the
-    # machine off (no pm_power_off): QEMU then never exits.
-    "ACPI": "y",
+    # machine off (no pm_power_off): QEMU then never exits.  ACPI without PCI
+    # reads the MADT (both CPUs) but cannot load QEMU's DSDT ("AE_BAD_PARAMETER,
+    # During Region initialization": its regions are in PCI config space), so
+    # there is no _S5 and power-off still halts.
+    "ACPI": "y", "PCI": "y",
 }
 
 _ENTRY = re.compile(r"^\s*(menuconfig|config)\s+([A-Za-z0-9_]+)\s*$")
