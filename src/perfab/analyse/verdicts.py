@@ -24,7 +24,7 @@ import numpy as np
 from scipy import special
 
 from perfab.analyse.checks import lag1_autocorrelation
-from perfab.analyse.methods import ABSOLUTE, EXACT_TOLERANCE, SHIFT_MEDIAN, Estimate, _rounding_halfwidths, exact_spread
+from perfab.analyse.methods import ABSOLUTE, EXACT_TOLERANCE, SHIFT_MEDIAN, Estimate, exact_spread
 from perfab.analyse.ranks import _u_cdf, resolution, under_one_step
 
 
@@ -157,6 +157,14 @@ def grid_rank(base: np.ndarray, exp: np.ndarray) -> int:
         k_lo = math.floor(nm * f0 + 0.5) + 1
         k_hi = math.floor(nm * (1 - f0) + 0.5) + 1
     return min(k_lo, k_hi)
+
+
+def _rounding_halfwidths(base: np.ndarray, exp: np.ndarray, step: float, log_scale: bool) -> np.ndarray:
+    """Per pairwise difference, the largest error rounding to ``step`` can put into it (n*m <= 2500 here)."""
+    if not log_scale:
+        return np.full(len(base) * len(exp), float(step))
+    err = lambda x: np.log(x / (x - step / 2))  # noqa: E731  the larger of the two one-sided log errors
+    return np.add.outer(err(exp), err(base)).ravel()
 
 
 def _u_tails(n: int, m: int) -> np.ndarray | None:
