@@ -21,7 +21,7 @@ demo: $(STAMP) workloads
 	$(VENV)/bin/perfab run examples/default.toml --db .perfab/demo.db
 	$(VENV)/bin/perfab run examples/cachegrind.toml --db .perfab/demo.db
 
-test: $(STAMP) sysdeps workloads native tcg-plugin
+test: $(STAMP) sysdeps kernel-deps workloads native tcg-plugin
 	$(PY) -m pytest -q
 
 # The bundled studies (see each examples/00N-*/README.md): each spec builds its
