@@ -109,3 +109,18 @@ def test_a_kernel_that_cannot_boot_is_a_failed_run_with_the_console_tail(loop, t
     code, out, err = _run(["run", str(spec), "--db", str(db)])
     assert code != 0
     assert "console:" in err and "\n" in err, err
+
+
+def test_auto_takes_kvm_only_where_the_sides_kernel_boots_under_it(loop, tmp_path):
+    """Here a tiny image runs under KVM while a real kernel hangs after the BIOS: auto must not trust the device."""
+    from perfab.kernel import qemu
+    from perfab.kernel.sides import KernelImage, choose_accel
+
+    kernel = KernelImage(Path(IMAGES[-1]), None, Path(IMAGES[-1]).name)
+    said: list[str] = []
+    accel = choose_accel("auto", said.append, kernel, tmp_path)
+    assert accel in ("kvm", "tcg") and said and said[0].startswith(f"guest: {accel.upper()}")
+    if accel == "kvm":
+        result = qemu.boot(qemu.BootRequest(kernel=IMAGES[-1], argv=(str(loop), "10"), accel="kvm", plugin=None,
+                                            timeout_s=60, deterministic=False, cache_dir=str(tmp_path / "guest")))
+        assert result.failure is None and b"calls: 10" in result.stdout, result.console_tail

@@ -62,7 +62,8 @@ class GuestBackend:
         check_sides(variants, self.cache_root, say)
         for v in variants:
             self.kernels[v.name] = resolve_kernel(v, self.cache_root, say)
-        self.accel = choose_accel(self.measure.accel, say)
+        first = self.kernels[variants[0].name] if variants else None
+        self.accel = choose_accel(self.measure.accel, say, first, self.cache_root)
 
     def plan_lines(self, variants: tuple[Variant, ...]) -> list[str]:
         from perfab.kernel.sides import plan_lines
