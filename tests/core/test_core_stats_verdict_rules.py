@@ -235,3 +235,12 @@ def test_the_pairs_rank_is_the_one_the_interval_itself_gives():
 
 def _excludes(est) -> bool:
     return est.lo > 0 or est.hi < 0
+
+
+def test_a_grid_step_below_the_values_float_precision_is_a_point_mass_not_nan():
+    """Regression: 1e9 s counted on a 1e-7 grid rounds every half-width to 0; the grid rank divided by it."""
+    from perfab.analyse.verdicts import grid_rank
+
+    base = 1e9 + np.array([0, 1, 2, 3, 5, 8]) * 1e-7
+    exp = 1e9 + np.array([1, 2, 3, 4, 6, 9]) * 1e-7
+    assert 1 <= grid_rank(base, exp) <= len(base) * len(exp) + 1

@@ -12,9 +12,24 @@ from perfab.store import open_store
 
 
 def _report(lab, name: str, db: str) -> str:
+    """The report, less what the machine's load wrote into it (other work measured over the runs)."""
     out, err = io.StringIO(), io.StringIO()
     assert main(["report", name, "--db", db if "://" in db else str(lab.root / db)], out, err) == 0, err.getvalue()
-    return out.getvalue()
+    return _without_load(out.getvalue())
+
+
+def _without_load(text: str) -> str:
+    """``text`` without SETUP's "Other work" line and the busy-machine warning, each with its wrapped lines."""
+    kept, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        if line.lstrip().startswith(("Other work:", "- busy machine:", "busy machine:", "WARNING: busy machine")):
+            skipping = True
+            continue
+        if skipping and line.startswith("    "):
+            continue
+        skipping = False
+        kept.append(line)
+    return "".join(kept)
 
 
 def _reference(lab, spec: str, name: str) -> str:

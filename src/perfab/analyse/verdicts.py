@@ -152,7 +152,8 @@ def grid_rank(base: np.ndarray, exp: np.ndarray) -> int:
         k_lo = int(np.sum(d <= worst)) + 1
         k_hi = nm + 1 - int(np.sum(d < -worst))
     else:
-        z = np.clip(-d / h, -1.0, 1.0)
+        # a zero half-width (a step below float precision of the values) is a point mass: 0, 1/2 or 1 at 0
+        z = np.where(h > 0, np.clip(-d / np.where(h > 0, h, 1.0), -1.0, 1.0), -np.sign(d))
         f0 = float(np.where(z < 0, 0.5 * (1 + z) ** 2, 1 - 0.5 * (1 - z) ** 2).mean())
         k_lo = math.floor(nm * f0 + 0.5) + 1
         k_hi = math.floor(nm * (1 - f0) + 0.5) + 1

@@ -26,9 +26,14 @@ HEADROOM = 64  # bytes of padding the longest side still gets: the variable is a
 LAYOUT = f"argv, environment and program path padded to equal bytes on every side ({PAD_VAR})"
 
 
+POINTER = 8  # bytes of each argv and envp slot on a 64-bit stack
+
+
 def string_bytes(argv: list[str], env: dict[str, str], cwd: str | None) -> int:
-    """Bytes of the strings exec puts on a new stack: argv, ``NAME=value`` pairs and the program's path."""
-    total = sum(len(os.fsencode(a)) + 1 for a in argv)
+    """Bytes exec puts on a new stack for argv, ``NAME=value`` pairs and the program's path: the strings and
+    a pointer per argv and envp entry (a side with one more variable has one more slot to make up for)."""
+    entries = len(argv) + len([k for k in env if k != PAD_VAR])
+    total = POINTER * entries + sum(len(os.fsencode(a)) + 1 for a in argv)
     total += sum(len(os.fsencode(k)) + len(os.fsencode(v)) + 2 for k, v in env.items() if k != PAD_VAR)
     return total + len(os.fsencode(_program_path(argv[0], env, cwd))) + 1 if argv else total
 
