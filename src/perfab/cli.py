@@ -266,7 +266,10 @@ def cmd_plan(args, stdout, stderr) -> int:
     built = [v.name for v in chosen if v.name in sources]
     preflight(exp, [v.name for v in chosen if v.name not in sources], _side_env(exp))
     preflight(exp, built, _side_env(exp), programs=False, sources=sources)  # programs appear when built
-    groups = make_backend(exp.measure).groups()
+    backend = make_backend(exp.measure)
+    groups = backend.groups()
+    for line in backend.plan_lines(tuple(chosen)):
+        print(line, file=stdout)
     if exp.sequential is not None:
         print(f"sequential: blocks after the first {exp.sequential.min_runs} runs per side run only while rows "
               f"are undecided (at most {exp.sequential.max_runs} per side)", file=stdout)

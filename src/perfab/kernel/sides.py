@@ -49,10 +49,18 @@ def resolve_kernel(variant: Variant, cache_root: Path, say) -> KernelImage:
 
 
 def _system_map(image: Path) -> Path | None:
-    """``/boot/System.map-VERSION`` beside ``/boot/vmlinuz-VERSION``, when it is there."""
+    """``/boot/System.map-VERSION`` beside ``/boot/vmlinuz-VERSION``, when it is there and names code.
+
+    Debian ships a one-line stub there (the real map is in the -dbg package):
+    a map without text symbols is no map, and the counts stay unattributed.
+    """
     m = re.fullmatch(r"(?:vmlinuz|bzImage)-(.+)", image.name)
     candidate = image.with_name(f"System.map-{m.group(1)}") if m else image.with_name("System.map")
-    return candidate if candidate.is_file() else None
+    if not candidate.is_file():
+        return None
+    with open(candidate, "rb") as f:
+        head = f.read(4096)
+    return candidate if re.search(rb"^[0-9a-f]+ [tT] ", head, re.M) else None
 
 
 def _built(variant: Variant, cache_root: Path, say) -> KernelImage:
@@ -73,12 +81,14 @@ def kernel_request(variant: Variant):
 
 def check_sides(variants, cache_root: Path, say) -> None:
     """Check every side that builds a kernel (source, options, patches) before any of them is built."""
+    building = [v for v in variants if v.kernel is not None and v.kernel.image is None]
+    if not building:
+        return
     from perfab.kernel.build import check_kernel
 
-    for v in variants:
-        if v.kernel is not None and v.kernel.image is None:
-            plan = check_kernel(kernel_request(v), cache_root, say)
-            say(f"kernel of {v.name}: {plan.key[:12]} ({'built before' if plan.cached else 'to build'})")
+    for v in building:
+        plan = check_kernel(kernel_request(v), cache_root, say)
+        say(f"kernel of {v.name}: {plan.key[:12]} ({'built before' if plan.cached else 'to build'})")
 
 
 def choose_accel(asked: str, say) -> str:
@@ -108,3 +118,24 @@ def launch_request(kernel: KernelImage, variant: Variant, measure: Measure, acce
         "plugin": plugin, "argv": list(argv), "env": dict(variant.env), "files": list(measure.files),
         "top": TOP_SYMBOLS, "result": str(result),
     }
+
+
+def plan_lines(variants, measure: Measure, cache_root: Path) -> list[str]:
+    """What ``perfab plan`` shows of each kernel side: its build (checked, not run) and its boots."""
+    lines = ["guest: one boot per run, "
+             f"{measure.vcpus} vCPU{'s' if measure.vcpus > 1 else ''}, {measure.memory_mb} MiB, accel {measure.accel}"]
+    for v in variants:
+        k = v.kernel
+        if k.image is not None:
+            what = f"boots {k.image}"
+        else:
+            from perfab.kernel.build import check_kernel
+
+            plan = check_kernel(kernel_request(v), cache_root, lambda line: None)
+            options = " ".join(f"{n}={val}" for n, val in k.config)
+            patches = f", {len(k.patches)} patch{'es' if len(k.patches) != 1 else ''}" if k.patches else ""
+            what = (f"builds {k.source or 'linux-source-6.1'}{' @ ' + k.ref if k.ref else ''} ({k.base}"
+                    f"{' ' + options if options else ''}{patches}): {plan.key[:12]}, "
+                    f"{'cached, no build' if plan.cached else 'to build'}; boots it")
+        lines.append(f"  kernel {v.name}: {what}, cmdline {k.cmdline!r}")
+    return lines

@@ -4,23 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfab.run.backends.base import Backend, Measurement, MetricInfo
+from perfab.run.backends.base import Backend, Measurement, MetricInfo, SameForEverySide
 from perfab.spec import Measure
 
 
-class TimeBackend:
+class TimeBackend(SameForEverySide):
     """No wrapper: the runner's rusage (wall, user, sys, RSS, switches) is the measurement."""
 
     name = "time"
     wraps_workload = False
-    own_interrupts = False
-    simulated = False
-
-    def prepare(self, variants: tuple, say) -> None:
-        return None
-
-    def for_side(self, variant) -> "TimeBackend":
-        return self
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         return ((),)

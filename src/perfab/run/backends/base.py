@@ -65,6 +65,10 @@ class Backend(Protocol):
         """The backend that measures the runs of ``variant``."""
         ...
 
+    def plan_lines(self, variants: tuple) -> list[str]:
+        """What ``perfab plan`` says this backend will do for these sides besides running them (boots, builds)."""
+        ...
+
     def groups(self) -> tuple[tuple[str, ...], ...]:
         """The counter groups, each carried by some of the runs."""
         ...
@@ -80,3 +84,22 @@ class Backend(Protocol):
     def metric_info(self) -> dict[str, MetricInfo]:
         """Defaults for the metrics this backend produces."""
         ...
+
+
+class SameForEverySide:
+    """The defaults of a backend that measures every side alike on this machine."""
+
+    own_interrupts = False  # measure.interrupts are this machine's, read around the run
+    simulated = False  # the workload runs on this machine's CPU: its rusage is its own
+
+    def prepare(self, variants: tuple, say) -> None:
+        """Nothing to make ready."""
+        return None
+
+    def for_side(self, variant) -> "SameForEverySide":
+        """This backend, whatever the side."""
+        return self
+
+    def plan_lines(self, variants: tuple) -> list[str]:
+        """Nothing besides the runs."""
+        return []

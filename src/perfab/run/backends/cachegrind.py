@@ -61,7 +61,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from perfab.errors import ToolError, UsageError
-from perfab.run.backends.base import Measurement, MetricInfo
+from perfab.run.backends.base import Measurement, MetricInfo, SameForEverySide
 from perfab.run.backends.cache_geometry import CacheLevel, host_geometry, parse_level, resolve_geometry
 from perfab.run.backends.cache_outfile import metrics_from_events, parse_out_file, sum_out_files
 
@@ -127,12 +127,11 @@ def _status_notes(status: int) -> tuple[tuple[str, ...], str | None]:
     return (), None
 
 
-class CachegrindBackend:
+class CachegrindBackend(SameForEverySide):
     """Instruction and cache-miss counts from valgrind's cache simulator."""
 
     name = "cachegrind"
     wraps_workload = True
-    own_interrupts = False  # measure.interrupts are this machine's, read around the run
     simulated = True  # valgrind's rusage is the simulator's, never the workload's
 
     def __init__(
@@ -166,12 +165,6 @@ class CachegrindBackend:
 
     def _out_name(self) -> str:
         return f"{self.tool}.out" + (".%p" if self.trace_children else "")
-
-    def prepare(self, variants: tuple, say) -> None:
-        return None
-
-    def for_side(self, variant) -> "CachegrindBackend":
-        return self
 
     def wrap(self, argv: list[str], scratch: Path, group: tuple[str, ...]) -> list[str]:
         if not argv:

@@ -64,6 +64,11 @@ class GuestBackend:
             self.kernels[v.name] = resolve_kernel(v, self.cache_root, say)
         self.accel = choose_accel(self.measure.accel, say)
 
+    def plan_lines(self, variants: tuple[Variant, ...]) -> list[str]:
+        from perfab.kernel.sides import plan_lines
+
+        return plan_lines(variants, self.measure, self.cache_root)
+
     def for_side(self, variant: Variant) -> "GuestSide":
         if variant.name not in self.kernels:
             raise UsageError(f"side {variant.name!r} has no prepared kernel; this is a bug in the caller: "
@@ -145,8 +150,9 @@ def read_result(path: Path, interrupts: tuple[str, ...] = (), vmstat: tuple[str,
     except (OSError, ValueError) as e:
         return Measurement({}, failure=f"the guest launcher's result is unreadable ({e})")
     accel = result.get("accel") or "?"
-    notes = [f"guest: {accel.upper()}, {result.get('vcpus_seen') or '?'} vCPUs seen, booted and powered off in "
-             f"{result.get('host_wall_s') or 0:.1f} s"]
+    seen = result.get("vcpus_seen") or "?"
+    notes = [f"guest: {accel.upper()}, {seen} vCPU{'' if seen == 1 else 's'} "
+             f"seen, booted and powered off in {result.get('host_wall_s') or 0:.1f} s"]
     if result.get("failure"):
         tail = " | ".join(str(result.get("console_tail") or "").strip().splitlines()[-3:])
         return Measurement({}, notes=tuple(notes), failure=f"{result['failure']}; console: {tail}"[:600])

@@ -37,7 +37,7 @@ import signal
 from pathlib import Path
 
 from perfab.errors import UsageError
-from perfab.run.backends.base import Measurement, MetricInfo
+from perfab.run.backends.base import Measurement, MetricInfo, SameForEverySide
 from perfab.run.backends.perfderived import derived_names, derived_metrics
 from perfab.run.backends.perfparse import PerfRow, PerfStatParseError, parse_json
 from perfab.run.backends.perfsched import check_events, schedule_groups, split_modifiers
@@ -48,13 +48,11 @@ _TOOL_TIMES = ("user_time", "system_time")  # rusage tool events, always counted
 _SIGNAL_TEXT = {signal.strsignal(n): n for n in range(1, signal.NSIG) if signal.strsignal(n)}
 
 
-class PerfStatBackend:
+class PerfStatBackend(SameForEverySide):
     """Counts hardware and software events with ``perf stat``; see the module docstring."""
 
     name = "perf"
     wraps_workload = True
-    own_interrupts = False
-    simulated = False  # measure.interrupts are this machine's, read around the run
 
     def __init__(self, counters: list[str], max_events_per_run: int | None = None, perf: str = "perf") -> None:
         if not counters:
@@ -70,12 +68,6 @@ class PerfStatBackend:
     def groups(self) -> tuple[tuple[str, ...], ...]:
         """The counter groups; one group with every counter when no budget was given."""
         return self._groups
-
-    def prepare(self, variants: tuple, say) -> None:
-        return None
-
-    def for_side(self, variant) -> "PerfStatBackend":
-        return self
 
     def wrap(self, argv: list[str], scratch: Path, group: tuple[str, ...]) -> list[str]:
         """``perf stat -j -o <scratch>/perf.stat -e <group>[,user_time,system_time] -- argv``; run with LC_ALL=C."""
