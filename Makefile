@@ -2,7 +2,7 @@
 #   make demo   run the bundled default experiment and print its report
 #   make test   run the whole test suite
 #   make studies  run the four bundled studies (examples/00N-*/) and print their tables
-#   make kernel-studies  run the five kernel studies (examples/kernel-00N-*/): Linux 6.1 built and booted per side
+#   make kernel-studies  run the five studies on real kernels (examples/kernel-00N-*/: builds and boots Linux 6.1 under QEMU)
 
 PYTHON ?= python3
 VENV   := .venv
@@ -14,7 +14,7 @@ SITES  ?= 2048
 # rustup's toolchain (Debian's cargo is too old for the native crates)
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test studies kernel-studies sysdeps workloads native clean
+.PHONY: demo test studies sysdeps workloads native clean kernel-deps kernel-studies
 
 demo: $(STAMP) workloads
 	rm -f .perfab/demo.db .perfab/demo.db-wal .perfab/demo.db-shm
@@ -49,13 +49,14 @@ KSTUDIES    := kernel-000-spin-unlock kernel-001-asm-inline kernel-002-osq-paddi
                kernel-003-paravirt-spinlocks kernel-004-tlb-shootdown
 VMLINUX     := $(PY) examples/kernel-vmlinux.py
 
-kernel-studies: $(STAMP) sysdeps native
+kernel-studies: $(STAMP) sysdeps kernel-deps native
 	rm -f $(KSTUDIES_DB) $(KSTUDIES_DB)-wal $(KSTUDIES_DB)-shm
 	for s in $(KSTUDIES); do \
 		$(VENV)/bin/perfab run examples/$$s/spec.toml --db $(KSTUDIES_DB) || exit 1; \
 	done
 	$(VENV)/bin/perfab size $$($(VMLINUX) examples/kernel-000-spin-unlock/spec.toml outline inlined)
 	$(VENV)/bin/perfab size $$($(VMLINUX) examples/kernel-001-asm-inline/spec.toml asm asm_inline)
+	PERFAB_KERNEL_BUILDS=1 $(PY) -m pytest -q tests/kernel_build
 
 # System tools the measurement backends and tests rely on; installed only if absent.
 sysdeps:
@@ -73,6 +74,31 @@ sysdeps:
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	{ command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } \
 		|| missing="$$missing postgresql"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+# What building and booting a kernel side needs: Debian's 6.1 source, the kernel's
+# build tools, QEMU and a static busybox for the guest; installed only if absent.
+kernel-deps:
+	@missing=""; \
+	[ -f /usr/src/linux-source-6.1.tar.xz ] || missing="$$missing linux-source-6.1"; \
+	command -v make >/dev/null 2>&1 || missing="$$missing make"; \
+	command -v $(CC) >/dev/null 2>&1 || missing="$$missing gcc"; \
+	command -v ld >/dev/null 2>&1 || missing="$$missing binutils"; \
+	command -v flex >/dev/null 2>&1 || missing="$$missing flex"; \
+	command -v bison >/dev/null 2>&1 || missing="$$missing bison"; \
+	command -v bc >/dev/null 2>&1 || missing="$$missing bc"; \
+	command -v cpio >/dev/null 2>&1 || missing="$$missing cpio"; \
+	command -v perl >/dev/null 2>&1 || missing="$$missing perl"; \
+	command -v xz >/dev/null 2>&1 || missing="$$missing xz-utils"; \
+	command -v git >/dev/null 2>&1 || missing="$$missing git"; \
+	command -v patch >/dev/null 2>&1 || missing="$$missing patch"; \
+	[ -f /usr/include/gelf.h ] || missing="$$missing libelf-dev"; \
+	[ -f /usr/include/openssl/ssl.h ] || missing="$$missing libssl-dev"; \
+	command -v qemu-system-x86_64 >/dev/null 2>&1 || missing="$$missing qemu-system-x86"; \
+	dpkg -s busybox-static >/dev/null 2>&1 || missing="$$missing busybox-static"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
