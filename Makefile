@@ -14,14 +14,14 @@ SITES  ?= 2048
 # rustup's toolchain (Debian's cargo is too old for the native crates)
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: demo test studies sysdeps workloads native clean kernel-deps kernel-studies
+.PHONY: demo test studies sysdeps workloads native tcg-plugin clean kernel-deps kernel-studies
 
 demo: $(STAMP) workloads
 	rm -f .perfab/demo.db .perfab/demo.db-wal .perfab/demo.db-shm
 	$(VENV)/bin/perfab run examples/default.toml --db .perfab/demo.db
 	$(VENV)/bin/perfab run examples/cachegrind.toml --db .perfab/demo.db
 
-test: $(STAMP) sysdeps workloads native
+test: $(STAMP) sysdeps workloads native tcg-plugin
 	$(PY) -m pytest -q
 
 # The bundled studies (see each examples/00N-*/README.md): each spec builds its
@@ -72,6 +72,9 @@ sysdeps:
 	command -v nginx >/dev/null 2>&1 || missing="$$missing nginx-light"; \
 	command -v ab >/dev/null 2>&1 || missing="$$missing apache2-utils"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v qemu-system-x86_64 >/dev/null 2>&1 || missing="$$missing qemu-system-x86"; \
+	dpkg -s busybox-static >/dev/null 2>&1 || missing="$$missing busybox-static"; \
+	ls /boot/vmlinuz-* >/dev/null 2>&1 || missing="$$missing linux-image-amd64"; \
 	{ command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } \
 		|| missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
@@ -136,6 +139,14 @@ native: $(NATIVE_STAMP)
 $(NATIVE_STAMP): $(STAMP) $(wildcard native/src/*.rs) native/Cargo.toml native/Cargo.lock native/pyproject.toml
 	$(PY) -m pip install -q ./native
 	touch $@
+
+# The QEMU TCG plugin counting guest instructions and simulated cache misses
+# between the workload's markers (see native/tcg/perfab_tcg.c for its arguments).
+tcg-plugin: build/perfab_tcg.so
+
+build/perfab_tcg.so: native/tcg/perfab_tcg.c native/tcg/qemu_plugin_api.h
+	mkdir -p build
+	$(CC) -shared -fPIC -O2 -fvisibility=hidden -Wall -Wextra -o $@ native/tcg/perfab_tcg.c
 
 clean:
 	rm -rf build $(VENV) .perfab

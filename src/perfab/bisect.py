@@ -8,20 +8,28 @@ It then walks the first-parent path from good to bad by halving, as
 ``git bisect`` does, without touching the repository's checkout (every
 commit is built in perfab's cache, once).  Each candidate is measured in
 one session beside both ends (three sides, interleaved) and classified
-as Chromium's Pinpoint does:
+as ``git bisect`` classifies a commit, by its difference from good:
 
-- ``bad``: different from good (``**`` in the regression's direction) and
-  not different from bad;
-- ``good``: not different from good and different from bad;
+- ``bad``: different from good (``**`` in the regression's direction),
+  whether or not it also differs from bad: a range with two regression
+  steps leads to the first one, as ``git bisect`` finds the first bad
+  commit;
+- ``good``: not different from good, and different from bad;
 - otherwise undecided: the same three sides run again (runs pool across
   sessions of the step's experiment) up to ``max_retries`` times, then the
-  bisection stops and says so.
+  bisection stops and says so.  Rows of deterministic counts (the exact
+  method) are never run again: more runs cannot change them.
 
-The culprit is the first bad commit on the path; a final session measures
-it against its parent, and the report prints the kernel test robot's
+The culprit is the first bad commit on the path.  When bad still differs
+from the culprit in the same direction, the result names that further
+change and the command that bisects it.  A final session measures the
+culprit against its parent, and the report prints the kernel test robot's
 summary line (``commit: <hash> ("subject")``, the metric and the change),
 the path taken and that A/B's table.  Every run of every step is stored,
 one experiment per step (``<name>-bisect-<short hash>``).
+
+A sweep spec is bisected at one point, named with ``params`` (``--param
+NAME=VALUE``): every step's spec keeps only that point.
 """
 
 from __future__ import annotations
@@ -54,6 +62,7 @@ class Step:
     vs_bad: str  # the candidate against bad
     decision: str  # bad | good | undecided
     sessions: int  # sessions it took
+    further: bool = False  # bad, and bad still differs from it in the same direction: a later step follows
 
 
 @dataclass(frozen=True)
@@ -69,12 +78,16 @@ class BisectResult:
     steps: tuple[Step, ...]  # the path taken, in order
     candidates: int  # commits on the path between good and bad (bad included)
     analysis: Analysis  # parent vs culprit
+    further: str | None = None  # a further change between the culprit and bad, in words; None when none showed
 
 
 def bisect(spec_path: str, good: str, bad: str, store: Store, run_step: Callable, metric: str | None = None,
-           max_retries: int = 2, say: Callable[[str], None] = lambda line: None) -> BisectResult:
-    """Bisect ``good..bad`` for the spec's metric; ``run_step(exp)`` runs a session of ``exp`` into ``store``."""
-    exp = load_spec(spec_path)
+           max_retries: int = 2, say: Callable[[str], None] = lambda line: None,
+           params: dict[str, str] | None = None) -> BisectResult:
+    """Bisect ``good..bad`` for the spec's metric; ``run_step(exp)`` runs a session of ``exp`` into ``store``.
+
+    ``params`` names the sweep point of a sweep spec (every parameter of every swept workload)."""
+    exp = at_point(load_spec(spec_path), params or {})
     template = exp.variants[0]
     if template.external:
         raise UsageError(f"{spec_path}: bisect builds sides from git; its first variant is external")
@@ -92,8 +105,10 @@ def bisect(spec_path: str, good: str, bad: str, store: Store, run_step: Callable
         mid = (lo + hi) // 2
         step = ends.classify(path[mid])
         if step.decision == "undecided":
+            fix = "more runs cannot change deterministic counts; check --metric" if step.sessions == 1 \
+                else "rerun with more runs or narrow --good/--bad"
             raise PerfabError(f"cannot decide {path[mid][:SHORT]} ({step.vs_good} vs good, {step.vs_bad} vs bad) "
-                              f"after {step.sessions} sessions; rerun with more runs or narrow --good/--bad")
+                              f"after {step.sessions} session(s); {fix}")
         lo, hi = (lo, mid) if step.decision == "bad" else (mid, hi)
     culprit = path[hi]
     parent = path[lo] if lo >= 0 else good_c
@@ -101,7 +116,46 @@ def bisect(spec_path: str, good: str, bad: str, store: Store, run_step: Callable
     subject = _subject(repo, culprit)
     change = row.estimate.delta if row.estimate is not None else None
     line = _summary(culprit, subject, row, change)
-    return BisectResult(culprit, subject, parent, ends.metric, change, line, tuple(ends.steps), len(path), analysis)
+    further = _further(ends.steps, culprit, bad_c, spec_path, params or {})
+    return BisectResult(culprit, subject, parent, ends.metric, change, line, tuple(ends.steps), len(path), analysis,
+                        further)
+
+
+def _further(steps: list[Step], culprit: str, bad: str, spec_path: str, params: dict[str, str]) -> str | None:
+    """A further change after the culprit, when bad still differed from it, with the command that bisects it."""
+    step = next((s for s in steps if s.commit == culprit), None)
+    if step is None or not step.further or culprit == bad:
+        return None
+    point = "".join(f" --param {k}={v}" for k, v in params.items())
+    return (f"a further change follows: bad differs from the culprit by {step.vs_bad}; bisect it with "
+            f"`perfab bisect {spec_path} --good {culprit[:SHORT]} --bad {bad[:SHORT]}{point}`")
+
+
+def at_point(exp: Experiment, params: dict[str, str]) -> Experiment:
+    """``exp`` with every swept workload fixed at the point ``params`` names (its values become side vars).
+
+    A sweep spec without ``params``, a name no workload sweeps or a value outside the grid is a UsageError."""
+    swept = {name: values for w in exp.workloads for name, values in w.params}
+    if not swept:
+        if params:
+            raise UsageError(f"{exp.path} sweeps nothing; drop --param")
+        return exp
+    missing = [n for n in swept if n not in params]
+    if missing:
+        grid = "; ".join(f"{n} over {', '.join(swept[n])}" for n in missing)
+        raise UsageError(f"{exp.path} is a sweep ({grid}): bisect measures one point; choose it with "
+                         f"--param {missing[0]}=VALUE")
+    for name, value in params.items():
+        if name not in swept:
+            raise UsageError(f"--param {name}: {exp.path} sweeps no parameter {name!r} (it sweeps "
+                             f"{', '.join(swept)})")
+        if value not in swept[name]:
+            raise UsageError(f"--param {name}={value}: not a point of the sweep ({', '.join(swept[name])})")
+    doc = tomllib.loads(exp.source)
+    for w in doc.get("workload", []):
+        w.pop("params", None)
+    doc["variant"] = [{**v, "vars": {**v.get("vars", {}), **params}} for v in doc["variant"]]
+    return parse_spec(tomli_w.dumps(doc), exp.path)
 
 
 def max_steps(candidates: int) -> int:
@@ -142,12 +196,13 @@ class _Bisection:
             vs_bad = self._row(self._rebased(exp, commit), _side("bad", self.bad))
             from_good = vs_good.verdict == "**" and _up(vs_good) == self.direction
             from_bad = vs_bad.verdict == "**" and _up(vs_bad) == self.direction
-            decision = "bad" if from_good and not from_bad else "good" if from_bad and not from_good else "undecided"
-            if decision != "undecided" or sessions > self.max_retries:
+            decision = "bad" if from_good else "good" if from_bad else "undecided"
+            if decision != "undecided" or sessions > self.max_retries or _deterministic(vs_good, vs_bad):
                 break
             self.say(f"{commit[:SHORT]}: undecided ({_change(vs_good)} vs good, {_change(vs_bad)} to bad); "
                      "more runs")
-        step = Step(commit, _subject(self.repo, commit), _change(vs_good), _change(vs_bad), decision, sessions)
+        step = Step(commit, _subject(self.repo, commit), _change(vs_good), _change(vs_bad), decision, sessions,
+                    from_good and from_bad)
         self.steps.append(step)
         self.say(f"{commit[:SHORT]} {decision}: {step.vs_good} vs good, {step.vs_bad} to bad")
         return step
@@ -182,6 +237,11 @@ class _Bisection:
             raise UsageError(f"no metric {self.metric!r} measured for {variant}; pass --metric with one the "
                              "workload reports")
         return rows[0]
+
+
+def _deterministic(*rows: Row) -> bool:
+    """Rows of deterministic counts (the exact method): another session measures the same values."""
+    return all(r.estimate is not None and r.estimate.method == "exact" for r in rows)
 
 
 def _primary(exp: Experiment) -> str:

@@ -17,6 +17,7 @@ directly.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Callable, TextIO
 
@@ -28,8 +29,21 @@ DEFAULT_DB = ".perfab/results.db"
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse that reports through ``main``: a usage error raises, ``--help`` returns instead of exiting."""
+
     def error(self, message: str):
         raise UsageError(f"{message}; see `{self.prog} --help`")
+
+    def exit(self, status: int = 0, message: str | None = None):
+        raise _HelpShown(status)
+
+
+class _HelpShown(Exception):
+    """``--help`` was printed: ``main`` returns the status instead of the process exiting."""
+
+    def __init__(self, status: int):
+        super().__init__(status)
+        self.status = status  # the exit status argparse asked for (0 after help)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,13 +75,27 @@ def build_parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="print the run order a spec would use, without running")
     plan.add_argument("spec")
     plan.add_argument("--side", help="plan only this external side")
+    plan.add_argument("--try", action="store_true", dest="trial",
+                      help="run each workload once per side and sweep point (not stored) and show what each "
+                           "metric reads; exit 1 when a run fails")
+    plan.add_argument("--all", action="store_true", dest="show_all",
+                      help="with --try: also list the readings perfab takes itself (rusage, counters)")
+
+    prs = sub.add_parser("parse", help="read a saved workload output with the spec's parser, without running")
+    prs.add_argument("spec", help="experiment TOML whose workload names the parser and its options")
+    prs.add_argument("output", metavar="OUTPUT-FILE", help="the workload's stdout, saved to a file")
+    prs.add_argument("--stderr", metavar="FILE", help="the workload's stderr, for parsers that read it")
+    prs.add_argument("--workload", metavar="NAME", help="the workload whose parser to use (default: the only one)")
 
     bis = sub.add_parser("bisect", help="find the commit that made a metric regress (sides built from git)")
     bis.add_argument("spec", help="experiment TOML whose first variant builds a commit ({src}, {build})")
     bis.add_argument("--good", required=True, help="a commit (ref) without the regression")
     bis.add_argument("--bad", required=True, help="a later commit with it")
     bis.add_argument("--metric", help="the metric to bisect (default: the spec's primary metric)")
-    bis.add_argument("--retries", type=int, default=2, help="extra sessions for an undecided commit (default 2)")
+    bis.add_argument("--retries", type=int, default=2,
+                     help="extra sessions for an undecided commit (default 2; none for deterministic counts)")
+    bis.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                     help="for a sweep spec: the point to bisect at, one --param per swept parameter")
     _db(bis)
 
     lst = sub.add_parser("list", help="list the experiments in a results database")
@@ -123,7 +151,7 @@ def _report_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", dest="show_all",
                    help="also show parser metrics that have no declared direction")
     p.add_argument("--absolute", action="store_true",
-                   help="with three or more sides, show each side's median instead of % of the baseline")
+                   help="with three or more sides, show each side's median instead of %% of the baseline")
 
 
 def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -136,11 +164,14 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: Te
         return size_main(argv[1:], stdout, stderr)
     args = None
     try:
-        args = build_parser().parse_args(argv)
+        with contextlib.redirect_stdout(stdout):  # --help prints to main's stdout
+            args = build_parser().parse_args(argv)
         if not args.command:
             build_parser().print_help(stdout)
             return 2
         return COMMANDS[args.command](args, stdout, stderr)
+    except _HelpShown as shown:
+        return shown.status
     except PerfabError as e:
         print(f"perfab: {e}", file=stderr)
         return e.exit_code
@@ -261,6 +292,8 @@ def cmd_plan(args, stdout, stderr) -> int:
     sides = [args.side] if args.side else None
     if args.side:
         exp.variant(args.side)  # raises for an unknown name
+    if args.trial:
+        return _try(exp, args, stdout, stderr)
     chosen = [v for v in exp.variants if sides is None or v.name in sides]
     sources = resolve(exp, chosen)
     built = [v.name for v in chosen if v.name in sources]
@@ -274,6 +307,35 @@ def cmd_plan(args, stdout, stderr) -> int:
         print(f"sequential: blocks after the first {exp.sequential.min_runs} runs per side run only while rows "
               f"are undecided (at most {exp.sequential.max_runs} per side)", file=stdout)
     for line in build_lines(sources) + plan_lines(exp, make_plan(exp, sides, len(groups)), groups, sources):
+        print(line, file=stdout)
+    return 0
+
+
+def _try(exp, args, stdout, stderr) -> int:
+    """``plan --try``: one run per side and point, what each metric read; 1 when a run failed."""
+    from perfab.report.trial import trial_lines
+    from perfab.run.trial import try_spec
+
+    with _progress(stderr) as progress:
+        trials = try_spec(exp, args.side, say=progress.log)
+    declared = {w.name: {m.name for m in w.metrics} for w in exp.workloads}
+    for line in trial_lines(trials, declared, args.show_all):
+        print(line, file=stdout)
+    failed = [t for t in trials if t.status != "ok"]
+    if failed:
+        print(f"perfab: {len(failed)} of {len(trials)} trial runs failed (first: {failed[0].reason}); fix the "
+              "workload or its parser before `perfab run`", file=stderr)
+        return 1
+    return 0
+
+
+def cmd_parse(args, stdout, stderr) -> int:
+    from perfab.report.trial import parsed_lines
+    from perfab.run.trial import parse_output
+    from perfab.spec import load_spec
+
+    workload, parsed = parse_output(load_spec(args.spec), args.workload, args.output, args.stderr)
+    for line in parsed_lines(workload.name, parsed):
         print(line, file=stdout)
     return 0
 
@@ -304,8 +366,11 @@ def cmd_bisect(args, stdout, stderr) -> int:
             if result.status != "finished":
                 raise PerfabError(f"bisect step {exp.name} was {result.status}; its runs are stored")
 
-        result = bisect(args.spec, args.good, args.bad, store, run_step, args.metric, args.retries, progress.log)
+        result = bisect(args.spec, args.good, args.bad, store, run_step, args.metric, args.retries, progress.log,
+                        _params(args.param))
     print(result.regression, file=stdout)
+    if result.further:
+        print(result.further, file=stdout)
     print("", file=stdout)
     print(f"path ({len(result.steps)} of at most {max_steps(result.candidates) - 2} steps over "
           f"{result.candidates} commits):", file=stdout)
@@ -315,6 +380,17 @@ def cmd_bisect(args, stdout, stderr) -> int:
     print("", file=stdout)
     stdout.write(render(result.analysis, "text"))
     return 0
+
+
+def _params(given: list[str]) -> dict[str, str]:
+    """``--param NAME=VALUE`` options as a mapping; a malformed one is a usage error."""
+    out = {}
+    for item in given:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"--param {item}: write NAME=VALUE, e.g. --param threads=4")
+        out[name.strip()] = value.strip()
+    return out
 
 
 def cmd_list(args, stdout, stderr) -> int:
@@ -393,6 +469,7 @@ COMMANDS: dict[str, Callable] = {
     "counters": cmd_counters, "screen": cmd_screen, "submit": cmd_submit, "worker": cmd_worker,
 }
 COMMANDS["history"] = cmd_history
+COMMANDS["parse"] = cmd_parse
 
 
 class _progress:

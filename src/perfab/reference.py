@@ -29,8 +29,13 @@ def parser_reference() -> str:
     for name in known_parsers():
         info = describe(name)
         options = ", ".join(f"`{o}`" for o in info.options) or "none"
-        out += ["<details>", f"<summary><code>{name}</code>: {_plain(info.summary)}</summary>", "",
-                f"Options: {options}.", "", "| metric | unit | better | meaning |", "|---|---|---|---|"]
+        out += ["<details>", f"<summary><code>{name}</code>: {_plain(info.summary)}</summary>", ""]
+        if info.option_types:
+            out += ["| option | type | meaning |", "|---|---|---|"]
+            out += [f"| `{o}` | {kind} | {_cell(meaning)} |" for o, kind, meaning in info.option_types]
+        else:
+            out.append(f"Options: {options}.")
+        out += ["", "| metric | unit | better | meaning |", "|---|---|---|---|"]
         for m in info.metrics:
             better = {True: "higher", False: "lower", None: "none"}[m.higher_is_better]
             unit = m.unit if m.unit is not None else "as printed"

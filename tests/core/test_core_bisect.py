@@ -56,7 +56,7 @@ def repo(tmp_path_factory):
     return r
 
 
-def _spec(repo, tmp_path, backend: str, runs: int, metric: str, scale: int = 1) -> str:
+def _spec(repo, tmp_path, backend: str, runs: int, metric: str, scale: int | str = 1) -> str:
     spec = tmp_path / "bisect.toml"
     spec.write_text(f"""
 [experiment]
@@ -119,3 +119,66 @@ def test_bisect_refuses_ends_that_do_not_differ(repo, tmp_path, monkeypatch):
     spec = _spec(repo, tmp_path, 'backend = "cachegrind"', runs=1, metric="instructions")
     code, out, err = cli("bisect", spec, "--good", "main~30", "--bad", "main~20", "--db", str(tmp_path / "r.db"))
     assert code == 1 and "do not differ beyond noise" in err and len(err.splitlines()[-1:]) == 1
+
+
+FIRST_STEP, SECOND_STEP = 9, 23  # two regressions in one range: LOOPS 200000 -> 240000 -> 300000
+
+
+@pytest.fixture(scope="module")
+def two_steps(tmp_path_factory):
+    r = tmp_path_factory.mktemp("bisect2") / "repo"
+    r.mkdir()
+    _git(r, "init", "-q", "-b", "main")
+    (r / "prog.c").write_text(PROGRAM)
+    (r / "Makefile").write_text("$(OUT)/prog: prog.c work.h\n\tcc -O1 -o $(OUT)/prog prog.c\n")
+    (r / "work.h").write_text("#define LOOPS 200000UL\n")
+    _git(r, "add", "-A")
+    _git(r, "commit", "-q", "-m", "good: the starting point")
+    for i in range(1, N_COMMITS + 1):
+        with open(r / "prog.c", "a") as f:
+            f.write(f"/* change {i} */\n")
+        message = f"unrelated change {i}"
+        if i in (FIRST_STEP, SECOND_STEP):
+            (r / "work.h").write_text(f"#define LOOPS {240000 if i == FIRST_STEP else 300000}UL\n")
+            message = f"lib: more work (step {1 if i == FIRST_STEP else 2})"
+        _git(r, "commit", "-q", "-am", message)
+    return r
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is installed by make test")
+def test_bisect_over_two_steps_finds_the_first_and_names_the_second(two_steps, tmp_path, monkeypatch):
+    """Regression: across a range with two steps bisect stopped with "cannot decide" and asked for more runs."""
+    monkeypatch.chdir(tmp_path)
+    spec = _spec(two_steps, tmp_path, 'backend = "cachegrind"', runs=1, metric="instructions")
+    db = str(tmp_path / "r.db")
+    code, out, err = cli("bisect", spec, "--good", "main~30", "--bad", "main", "--db", db)
+    assert code == 0, err
+    first = _git(two_steps, "rev-parse", f"main~{N_COMMITS - FIRST_STEP}").strip()
+    lines = out.splitlines()
+    assert lines[0] == f'commit: {first} ("lib: more work (step 1)")'
+    assert lines[2].startswith("a further change follows: bad differs from the culprit by +")
+    assert f"--good {first[:12]} --bad " in lines[2]
+    # Deterministic counts: every candidate decided in its first session, none run again.
+    _, listing, _ = cli("list", "--db", db)
+    assert listing.count("prog-bisect-") >= 4 and listing.count(" 1 session(s)") == listing.count("prog-bisect-")
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is installed by make test")
+def test_bisect_of_a_sweep_spec_needs_its_point_and_bisects_there(repo, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec = _spec(repo, tmp_path, 'backend = "cachegrind"', runs=1, metric="instructions", scale="{scale}")
+    text = open(spec).read().replace('timeout = 60\n', 'timeout = 60\nparams = { scale = [1, 2] }\n')
+    open(spec, "w").write(text)
+    db = str(tmp_path / "r.db")
+    code, out, err = cli("bisect", spec, "--good", "main~30", "--bad", "main", "--db", db)
+    assert code == 2 and out == ""
+    assert err.strip() == f"perfab: {spec} is a sweep (scale over 1, 2): bisect measures one point; choose it with " \
+                          "--param scale=VALUE"
+    code, _, err = cli("bisect", spec, "--good", "main~30", "--bad", "main", "--db", db, "--param", "scale=3")
+    assert code == 2 and "not a point of the sweep (1, 2)" in err
+    code, out, err = cli("bisect", spec, "--good", "main~30", "--bad", "main", "--db", db, "--param", "scale=2")
+    assert code == 0, err
+    culprit = _git(repo, "rev-parse", f"main~{N_COMMITS - CULPRIT}").strip()
+    assert out.splitlines()[0] == f'commit: {culprit} ("lib: do the work twice over (slower)")'
+    assert out.splitlines()[1].startswith("prog.instructions (lower is better): +")
+    assert "a further change follows" not in out  # one step in this range

@@ -88,6 +88,22 @@ def test_commands_are_checked_by_plan_and_before_a_session_is_stored(tmp_path, c
     assert code == 0 and out == ""  # no session: the next run is not blocked
 
 
+def _wait_for_a_stored_run(db, deadline: float) -> None:
+    """Until ``db`` holds a run: the runner is past its start-up and handles SIGINT."""
+    import sqlite3
+    import time
+
+    while time.monotonic() < deadline:
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+                if con.execute("SELECT count(*) FROM runs").fetchone()[0]:
+                    return
+        except sqlite3.Error:
+            pass  # not created yet
+        time.sleep(0.1)
+    raise AssertionError(f"no run stored in {db} within a minute")
+
+
 def test_the_resume_hint_repeats_the_database(tmp_path):
     import os
     import signal
@@ -99,7 +115,7 @@ def test_the_resume_hint_repeats_the_database(tmp_path):
     db = tmp_path / "custom.db"
     proc = subprocess.Popen([sys.executable, "-m", "perfab.cli", "run", str(spec), "--db", str(db)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(2.5)
+    _wait_for_a_stored_run(db, time.monotonic() + 60)  # a fixed sleep lost the race on a loaded machine
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130

@@ -4,21 +4,32 @@ ab is the bottleneck, so its requests/s may well be `ns`; what the log
 costs shows on the server: one more write(2) per request (a count,
 deterministic) and more CPU time per request (scheduler accounting of the
 server's threads).  Everything runs on 127.0.0.1 with a free port.
+
+The count is asserted at any load.  The CPU cost is asserted only when
+other work took less of the CPUs than the limit the report warns at,
+measured by the runner over the same runs; on a busier machine that test
+skips and names the share it saw.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import socket
+from pathlib import Path
 
 import pytest
 
 from perfab.cli import main
+from perfab.machine.busy import OTHER_SHARE_LIMIT, STEAL_SHARE_LIMIT, Busy
+from perfab.store import Store
 
 pytestmark = pytest.mark.skipif(shutil.which("nginx") is None or shutil.which("ab") is None,
                                 reason="nginx (nginx-light) and ab (apache2-utils) are installed by make test")
+
+RUNS = 12  # measured runs per side
 
 CONF = """
 worker_processes 1;
@@ -83,25 +94,45 @@ check = 0
     return str(spec)
 
 
-def test_access_log_costs_the_server_a_write_and_cpu_per_request(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory) -> tuple[dict, Busy | None, Path]:
+    """The experiment run once: its rows by metric, other work while it ran (from its session), its directory."""
     if os.cpu_count() < 2:
         pytest.skip("needs two CPUs: one for nginx, one for ab")
-    spec = _experiment(tmp_path, runs=12)
-    code = main(["run", spec, "--db", str(tmp_path / "r.db"), "--format", "json"])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    rows = {r["metric"]: r for r in json.loads(out)["rows"]}
+    tmp_path = tmp_path_factory.mktemp("nginx")
+    spec = _experiment(tmp_path, runs=RUNS)
+    db = tmp_path / "r.db"
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["run", spec, "--db", str(db), "--format", "json"], out, err)
+    assert code == 0, err.getvalue()
+    with Store(db, readonly=True) as store:
+        (session,) = store.sessions("nginx-access-log")
+    return {r["metric"]: r for r in json.loads(out.getvalue())["rows"]}, Busy.from_env(session.environment), tmp_path
+
+
+def test_access_log_costs_the_server_one_write_per_request_at_any_load(measured):
+    """Counts hold whatever else the machine does: one more write(2) per request, exactly."""
+    rows, busy, tmp_path = measured
     assert rows["failed_requests"]["verdict"] == "valid"
     writes = rows["service_writes_per_req"]
     assert writes["median_exp"] - writes["median_base"] == 1.0 and writes["verdict"] == "**"  # one log write
     assert (tmp_path / "access.log").stat().st_size > 0  # the log-on side really logged
     cpu = rows["service_cpu_us_per_req"]
-    assert cpu["higher_is_better"] is False and cpu["n_base"] == cpu["n_exp"] == 12
-    noise = max(cpu["cv_base"], cpu["cv_exp"])
-    mde = cpu["mde"] if cpu["mde"] is not None else 1.0
-    # The log costs about 8% of the server's CPU per request on an idle machine; a run that
-    # could not have detected 4% (noise from other load, clock-tick accounting) says nothing.
-    if cpu["verdict"] != "**" and (noise > 0.03 or mde > 0.04):
-        pytest.skip(f"server CPU per request too noisy on this machine now (robust CV {100 * noise:.1f}%, "
-                    f"detectable {100 * mde:.1f}%): delta {100 * cpu['delta']:+.1f}% {cpu['verdict']}")
-    assert cpu["verdict"] == "**" and cpu["delta"] > 0, cpu
+    assert cpu["higher_is_better"] is False and cpu["n_base"] == cpu["n_exp"] == RUNS
+    assert not (cpu["verdict"] == "**" and cpu["delta"] < 0), cpu  # logging never makes the server cheaper
+    assert busy is not None and busy.runs == 2 * (RUNS + 1)  # every run's window was read, warmups too
+
+
+def test_access_log_costs_the_server_cpu_per_request_on_a_quiet_machine(measured):
+    """About 8% more server CPU per request, asserted when other work stayed under the limit the report
+    warns at, measured over these very runs (``perfab.machine.busy``).
+
+    Regression: on a busy machine this row came out ``ns`` just inside a skip rule that judged the
+    noise by the measurement itself; whether the machine was quiet is now measured apart from it.
+    """
+    rows, busy, _ = measured
+    cpu = rows["service_cpu_us_per_req"]
+    if busy.other_share() > OTHER_SHARE_LIMIT or busy.steal_share() > STEAL_SHARE_LIMIT:
+        pytest.skip(f"{busy.describe()}: the CPU cost is asserted on a quiet machine only "
+                    f"(here: delta {100 * cpu['delta']:+.1f}% {cpu['verdict']})")
+    assert cpu["verdict"] == "**" and cpu["delta"] > 0, (cpu, busy.describe())

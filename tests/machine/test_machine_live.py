@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -116,15 +115,22 @@ def test_writing_a_governor_without_cpufreq_says_so():
         Governor().write("performance")
 
 
-def test_snapshot_is_fast():
-    best_s = min(_timed(snapshot) for _ in range(3))
+def test_snapshot_is_cheap():
+    """CPU time, perfab's and its tools' (not wall time, which waits for the CPUs on a busy machine)."""
+    best_s = min(_cpu_timed(snapshot) for _ in range(3))
     assert best_s < 0.5
 
 
-def _timed(fn) -> float:
-    start = time.perf_counter()
+def _cpu_timed(fn) -> float:
+    import resource
+
+    def used() -> float:
+        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+    start = used()
     fn()
-    return time.perf_counter() - start
+    return used() - start
 
 
 def test_copied_files_give_the_same_snapshot(tmp_path):

@@ -177,3 +177,26 @@ def test_the_footprint_counts_runs_samples_and_every_table(stores):
     assert (fp.runs, fp.samples, fp.output_bytes) == (4, 8, 4000)
     assert {"runs", "samples", "sessions", "planned_runs"} <= set(fp.tables) and fp.tables["runs"] > 4000
     assert fp.per_run() == fp.total / 4 and describe(fp)[-1].startswith("bytes per run: ")
+
+
+def test_measured_facts_join_the_session_environment(stores):
+    """What the runner measures over a session (other work, ``busy.*``) is added to its snapshot, never replacing it."""
+    store = stores(machine="m1")
+    session = start(store)
+    store.add_environment(session, {"busy.other_cpu_s": "1.5", "busy.runs": "4"})
+    store.add_environment(session, {"busy.other_cpu_s": "2.5"})
+    (s,) = store.sessions("contract")
+    assert s.environment["busy.other_cpu_s"] == "2.5" and s.environment["busy.runs"] == "4"
+    assert s.environment["cpu.model"] == "Contract CPU"
+    with pytest.raises(UsageError):
+        store.add_environment(session + 99, {"busy.runs": "1"})
+
+
+def test_a_parser_only_fix_replaces_the_sessions_spec_for_its_runner_only(stores):
+    store, other = stores(machine="m1"), stores(machine="m2")
+    session = start(store)
+    with pytest.raises(StoreError):
+        other.replace_spec(session, "[experiment]\nname = 'other'\n", "feed")  # claimed by m1
+    store.replace_spec(session, "[experiment]\nname = 'contract'\n# fixed parser\n", "abcd")
+    (s,) = store.sessions("contract")
+    assert s.spec_text.endswith("# fixed parser\n")

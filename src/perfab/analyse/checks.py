@@ -26,6 +26,17 @@ def too_few_runs(n_base: int, n_exp: int, alpha: float) -> str | None:
             f"(smallest p {smallest:.2g}); run >= {need} per side")
 
 
+def no_spread(base: np.ndarray, exp: np.ndarray, metric: str) -> str | None:
+    """Every run of each side read the same value: a deterministic count judged as a noisy sample.
+
+    A rank test of two constant samples can only reach its smallest p-value, so with few runs it says
+    ``ns`` however far apart they are; the exact method judges such counts by the margin alone."""
+    if len(base) < 3 or len(exp) < 3 or np.ptp(base) != 0 or np.ptp(exp) != 0:
+        return None
+    return (f"{metric}: every run of each side read the same value (no spread): a deterministic count? "
+            f"declare it with method = \"exact\" in its [[workload.metric]] and the margin alone decides")
+
+
 def drift(values: np.ndarray, order: np.ndarray, side: str, alpha: float = 0.001) -> str | None:
     """Spearman rank correlation of value against run order within one side (a trend over time).
 
@@ -38,6 +49,34 @@ def drift(values: np.ndarray, order: np.ndarray, side: str, alpha: float = 0.001
     if p < alpha and abs(rho) >= 0.5:
         return f"drift across run order on {side} (Spearman rho {rho:+.2f}, p {p:.2g}): the machine changed during the runs"
     return None
+
+
+def lag1_autocorrelation(sides: list[np.ndarray]) -> tuple[float, float]:
+    """Pooled lag-1 autocorrelation in run order within sides, and its z against independence.
+
+    Each side (its values in run order) is replaced by its ranks, centred
+    on its own mean, so a shift between sides and outliers do not count;
+    the lag-1 products of all sides are pooled over their sums of squares.
+    Under independence r1 is about normal with mean -1/n and variance 1/n
+    for a series of n (Bartlett's approximation; Box, Jenkins & Reinsel,
+    *Time Series Analysis*, 4th ed., 2008, section 2.1.6); pooled over
+    sides, ``z = (r1 + 1/n_mean) * sqrt(sum n)``.  Returns (r1, z); (0, 0)
+    when no side has 8 runs or none varies.
+    """
+    num = den = 0.0
+    counts = []
+    for x in sides:
+        if len(x) < 8 or np.ptp(x) == 0:
+            continue
+        r = stats.rankdata(x)
+        r = r - r.mean()
+        num += float(np.dot(r[:-1], r[1:]))
+        den += float(np.dot(r, r))
+        counts.append(len(x))
+    if not counts or den == 0:
+        return 0.0, 0.0
+    r1 = num / den
+    return r1, (r1 + len(counts) / sum(counts)) * math.sqrt(sum(counts))
 
 
 def bimodal(values: np.ndarray, side: str, min_share: float = 0.2, min_d: float = 5.5) -> str | None:
@@ -87,7 +126,7 @@ def bimodal(values: np.ndarray, side: str, min_share: float = 0.2, min_d: float 
     return None
 
 
-def adjust(pvalues: list[float], method: str) -> list[float]:
+def adjust(pvalues: list[float], method: str, weights: list[float] | None = None) -> list[float]:
     """Adjust p-values for multiple comparisons across a report's rows.
 
     ``bh``: Benjamini-Hochberg step-up, controls the false discovery rate
@@ -95,10 +134,26 @@ def adjust(pvalues: list[float], method: str) -> list[float]:
     JRSS B 57 (1995) 289-300).  ``holm``: Holm's step-down, controls the
     family-wise error rate under any dependence (Holm, Scand. J. Statist.
     6 (1979) 65-70).
+
+    ``weights`` (positive, any scale) give some rows more of alpha.  BH is
+    then the weighted procedure of Genovese, Roeder & Wasserman
+    ("False discovery control with p-value weighting", Biometrika 93
+    (2006) 509-524): BH on ``p / w`` with the weights scaled to mean 1,
+    which keeps the FDR at alpha under the same independence or positive
+    dependence.  Holm is the weighted Holm of
+    ``multiplicity.adjust_anytime``.  Equal weights give the plain
+    procedures.
     """
     p = np.asarray(pvalues, dtype=float)
     if len(p) == 0:
         return []
+    if weights is not None and method == "holm":
+        from perfab.analyse.multiplicity import adjust_anytime
+
+        return adjust_anytime(list(p), "holm", list(weights))
+    if weights is not None:
+        w = np.asarray(weights, dtype=float)
+        p = np.minimum(1.0, p / (w * len(w) / w.sum()))
     if method == "bh":
         return [float(x) for x in stats.false_discovery_control(p, method="bh")]
     order = np.argsort(p)

@@ -16,6 +16,12 @@ three-way verdict (``verdict``):
            is finer than the margin: shown to be no change;
 - ``ns``   neither: inconclusive at this n and noise.
 
+Which method judges a row (the exact method only for deterministic
+counts), the lag-1 check in run order with its widening, the p-value a
+grid row's interval implies, and the rules below are in
+``perfab.analyse.verdicts``; primary rows carry 80% of alpha in the
+adjustment across rows when only some rows are primary.
+
 When the baseline's median is 0 there is no relative change: ``**`` then
 needs the interval of the absolute shift to exclude 0, and nothing is
 ``flat``.  Samples that are not finite never reach a method: the row is
@@ -36,11 +42,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from perfab.analyse.checks import adjust, bimodal, drift, too_few_runs
+from perfab.analyse.checks import adjust, bimodal, drift, no_spread, too_few_runs
 from perfab.analyse.model import Analysis, Row, WorkloadInfo  # noqa: F401 (re-exported)
 from perfab.analyse.methods import ABSOLUTE, Estimate, get_method, min_detectable_effect, relative_cv
+from perfab.analyse.multiplicity import holm_weights
 from perfab.analyse.names import LABELS, RUSAGE_LABELS
 from perfab.analyse.summary import Summary, summarize
+from perfab.analyse.verdicts import basis_note, grid_pair, method_for, serial_widening, verdict  # noqa: F401 (re-exported)
 from perfab.errors import UsageError
 from perfab.spec import Experiment, MetricSpec, parse_spec
 from perfab.store import Dataset, MetricMeta, Params, Session, Store
@@ -223,15 +231,21 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
         return Row(**common, **none, verdict="-", warnings=(f"{bad} non-finite sample(s) (inf or nan): refused",))
     name = method_override or (decl.method if decl and decl.method else None) or \
         ("exact" if meta.exact else spec.method)
+    name, chosen = method_for(name, base, exp)
     est = get_method(name).compare(base, exp, confidence)
     cv_b, cv_e = relative_cv(base), relative_cv(exp)
     noise = max([c for c in (cv_b, cv_e) if c is not None], default=None)
-    warnings = list(est.warnings)
+    warnings = list(chosen) + list(est.warnings) + list(basis_note(est, base, exp))
     if name != "exact":
         warnings += [w for w in (too_few_runs(len(base), len(exp), alpha),
                                  drift(base, np.array(base_order), spec.baseline),
                                  drift(exp, np.array(exp_order), variant),
-                                 bimodal(base, spec.baseline), bimodal(exp, variant)) if w]
+                                 bimodal(base, spec.baseline), bimodal(exp, variant),
+                                 no_spread(base, exp, metric) if meta.source == "parser" else None) if w]
+    if name in ("nonparametric", "normal"):
+        est = grid_pair(est, base, exp)
+        est, serial = serial_widening(est, get_method(name), base, exp, confidence)
+        warnings += serial
     mde = min_detectable_effect(len(base), len(exp), noise, alpha, margin=margin) if name != "exact" else None
     return Row(**common, estimate=est, q=None, verdict="", cv_base=cv_b, cv_exp=cv_e, mde=mde,
                warnings=tuple(warnings))
@@ -279,9 +293,22 @@ def _sequential_verdicts(rows: list[Row], spec: Experiment, alpha: float, confid
     return out, decision
 
 
+PRIMARY_SHARE = 0.8  # share of alpha the primary rows carry when only some rows are primary (as in sequential)
+
+
 def _verdicts(rows: list[Row], alpha: float, fdr: str) -> list[Row]:
+    """Adjust the p-values across rows and give each row its verdict.
+
+    When some rows, not all, are primary (declared before the experiment),
+    they carry ``PRIMARY_SHARE`` of alpha between them and the other rows
+    the rest: weighted Benjamini-Hochberg or weighted Holm
+    (``checks.adjust``), the same split the sequential design gives its
+    primary rows.  Without it a primary row among ten lost a third of its
+    power to the rows nobody gates on.
+    """
     tested = [i for i, r in enumerate(rows) if r.estimate is not None and r.estimate.p is not None]
-    qs = adjust([rows[i].estimate.p for i in tested], fdr)
+    weights = holm_weights([rows[i].primary for i in tested], PRIMARY_SHARE)
+    qs = adjust([rows[i].estimate.p for i in tested], fdr, weights)
     q_of = dict(zip(tested, qs))
     out = []
     for i, r in enumerate(rows):
@@ -305,32 +332,10 @@ def _resolution_warning(est: Estimate, margin: float, verdict_: str) -> tuple[st
     return (text,)
 
 
-def verdict(est: Estimate, margin: float, q: float | None, alpha: float) -> str:
-    """``**``, ``flat`` or ``ns`` for one estimate (see the module docstring)."""
-    if est.basis == ABSOLUTE:
-        if est.method == "exact":
-            return "flat" if est.shift == 0 else "**"
-        lo, hi = est.shift_lo, est.shift_hi
-        if lo is None or hi is None or q is None:
-            return "ns"
-        return "**" if q <= alpha and (lo > 0 or hi < 0) else "ns"
-    if est.delta is None or est.lo is None or est.hi is None or not math.isfinite(est.delta):
-        return "ns"
-    if est.method == "exact":
-        return "flat" if abs(est.delta) <= margin else "**"
-    if _inside(est, margin) and est.resolution <= margin:
-        return "flat"
-    if q is not None and q <= alpha and (est.lo > margin or est.hi < -margin):
-        return "**"
-    return "ns"
-
-
-def _inside(est: Estimate, margin: float) -> bool:
-    return est.lo is not None and est.hi is not None and -margin <= est.lo and est.hi <= margin
-
-
 def _pct(x: float) -> str:
-    return "inf" if not math.isfinite(x) else f"{100 * x:.2g}%"
+    from perfab.report.numbers import fmt_pct  # the report's one percentage format (no "1e+02%")
+
+    return fmt_pct(x)
 
 
 def _profiles(spec: Experiment, idx: _Index, alpha: float) -> dict:
@@ -387,6 +392,7 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index)
     workloads = {json.dumps(_workload_tables(s.spec_text), sort_keys=True) for s in sessions}
     if len(workloads) > 1:
         warnings.append("the workloads changed between sessions: runs of different commands are pooled")
+        warnings += _parser_changes(sessions)
     if spec.order == "sequential":
         warnings.append("sequential order: slow drift of the machine is confounded with the change")
     for w in spec.workloads:
@@ -394,6 +400,20 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index)
         for variant, reasons in info.failed.items():
             warnings.append(f"{info.name}: {len(reasons)} failed run(s) on {variant} (first: {reasons[0]})")
     return warnings
+
+
+def _parser_changes(sessions: list[Session]) -> list[str]:
+    """One warning per workload whose parser (or its options) differs between sessions, naming each parser."""
+    seen: dict[str, list[str]] = defaultdict(list)
+    for s in sessions:
+        for w in _workload_tables(s.spec_text) or []:
+            if isinstance(w, dict) and "name" in w:
+                parser = f"{w.get('parser', 'none')} {json.dumps(w.get('parser_options', {}), sort_keys=True)}"
+                if parser not in seen[str(w["name"])]:
+                    seen[str(w["name"])].append(parser)
+    return [f"{name}: sessions read their outputs with different parsers ({'; then '.join(p)}): runs that one "
+            "parser could not read are missing from the pool, which may be a biased subset; run the fixed spec "
+            "into a fresh --db" for name, p in seen.items() if len(p) > 1]
 
 
 def _workload_tables(text: str):

@@ -147,17 +147,22 @@ def _single_value_step(value: float) -> float:
 
 
 def under_one_step(values: np.ndarray) -> bool:
-    """Does one side's spread look smaller than half a grid step?
+    """Does one side show too few grid values for its rounding errors to be taken as dithered noise?
 
-    Rounding errors behave like independent uniform noise once the spread
-    is at least half a step (sigma >= q/2: the most common value then holds
-    at most about 68% of normal data).  A side is taken to be below that
-    when one value holds more than two thirds of its runs, or when it shows
-    fewer than three distinct values (a spread straddling a single step
-    boundary also looks like two values).  Counts of values are robust to
-    an outlier, unlike a standard deviation.
+    Rounding errors behave like independent uniform noise (Sheppard's
+    condition) once the spread covers a step or so.  A side is taken to be
+    below that when it shows fewer than three distinct values: values that
+    sit on one step, or straddle a single step boundary, can hide any shift
+    up to a step (a stable time just under a tick boundary, half its runs
+    reading a tick more).  Three or more values mean the spread crosses two
+    boundaries.  Counts of values are robust to an outlier, unlike a
+    standard deviation.  An earlier rule also counted a side whose most
+    common value held more than two thirds of its runs; that sent data with
+    sigma = q/2 to the worst-case widening about half the time, and
+    simulation shows the smoothed interval keeps its coverage there
+    (0.98 at sigma = q/2, 1.00 at q/4 and q/8; ``bench/verdict_rules.py``) with
+    far more power (+2% on a 2% grid: `**` 0.25 -> 0.82).
     """
     if len(values) < 2:
         return True
-    _, counts = np.unique(values, return_counts=True)
-    return len(counts) < 3 or counts.max() > 2 * len(values) / 3
+    return len(np.unique(values)) < 3

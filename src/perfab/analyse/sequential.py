@@ -258,7 +258,9 @@ class _Looks:
             return RowDecision(row.key, state, reason, None, p, q, None, None)
         mde = _mde(row, looks[-1], self.design)
         if state == "ns" and mde is not None:
-            reason += f"; minimum detectable effect at this noise {100 * mde:.2g}%"
+            from perfab.report.numbers import fmt_pct
+
+            reason += f"; minimum detectable effect at this noise {fmt_pct(mde)}"
         decided = next((self.schedule[k] for k in range(j + 1) if self.state(i, k)[0] == state),
                        None) if state in ("**", "flat") else None
         est = _estimate(row, looks[-1], lo, hi, p, self.design, warnings) if estimates else None

@@ -110,10 +110,15 @@ def choose_accel(asked: str, say) -> str:
 
 
 def launch_request(kernel: KernelImage, variant: Variant, measure: Measure, accel: str, plugin: dict | None,
-                   argv: list[str], result: Path) -> dict:
-    """The JSON request ``perfab.kernel.launch`` reads for one run (its keys are listed there)."""
+                   argv: list[str], result: Path, cache_root: Path = Path(".perfab/kernel")) -> dict:
+    """The JSON request ``perfab.kernel.launch`` reads for one run (its keys are listed there).
+
+    Without a symbol map (Debian's /boot holds a stub), the guest's own
+    ``/proc/kallsyms`` names the code, read once per kernel and cached.
+    """
     return {
-        "kernel": str(kernel.image), "symbols": str(kernel.symbols) if kernel.symbols else None,
+        "kernel": str(kernel.image), "symbols": str(kernel.symbols) if kernel.symbols else "guest",
+        "cache_dir": str(Path(cache_root, "guest").resolve()),
         "cmdline": variant.kernel.cmdline, "vcpus": measure.vcpus, "memory_mb": measure.memory_mb, "accel": accel,
         "plugin": plugin, "argv": list(argv), "env": dict(variant.env), "files": list(measure.files),
         "top": TOP_SYMBOLS, "result": str(result),

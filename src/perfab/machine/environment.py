@@ -7,8 +7,8 @@ sessions.  Values that could not be read are ``unavailable`` (no such file
 here), ``unknown`` (unreadable) or ``absent`` (tool not installed).
 
 ``VOLATILE`` lists the keys expected to differ between any two sessions
-and therefore left out of ``differences`` by default: only the load
-average.  The host name is deliberately *not* volatile: two sessions on
+and therefore left out of ``differences`` by default: the load average
+and other work during the runs (``busy.*``, added when a session ends).  The host name is deliberately *not* volatile: two sessions on
 different hosts are on different machines, which the report must flag.
 The snapshot carries no date; the store records when each session ran.
 """
@@ -21,13 +21,15 @@ from pathlib import Path
 
 from perfab.machine import checks as _c
 from perfab.machine import noise as _n
+from perfab.machine.busy import KEYS as BUSY_KEYS
+from perfab.machine.busy import Busy
 from perfab.machine.cpu import cache_row, cache_value, caches, cpu_model, topology
 from perfab.machine.sysfs import (
     UNAVAILABLE, UNKNOWN, format_cpu_list, online_cpus, read_line, read_text, under,
 )
 from perfab.machine.tools import versions
 
-VOLATILE: frozenset[str] = frozenset({"load.avg"})
+VOLATILE: frozenset[str] = frozenset({"load.avg", *BUSY_KEYS})
 MISSING = "missing"  # a key one snapshot has and the other lacks (older perfab)
 
 CHECK_CLASSES: tuple[type[_c.Check], ...] = (
@@ -115,7 +117,16 @@ def describe(snap: dict[str, str]) -> list[str]:
         f"Governor: {snap.get('cpufreq.governor', UNKNOWN)}; boost: {snap.get('cpufreq.boost', UNKNOWN)};"
         f" SMT: {snap.get('cpu.smt', UNKNOWN)}"
     )
-    return lines
+    return lines + _busy_lines(snap)
+
+
+def _busy_lines(snap: dict[str, str]) -> list[str]:
+    """Other work during the runs (``perfab.machine.busy``), with the warning when it passed its limit."""
+    busy = Busy.from_env(snap)
+    if busy is None:
+        return []
+    warning = busy.warning()
+    return [busy.describe()] + ([f"WARNING: {warning}"] if warning else [])
 
 
 def _hardware_line(snap: dict[str, str]) -> str:

@@ -60,6 +60,7 @@ class ParserInfo:
     summary: str  # the first line of the parser module's docstring
     options: tuple[str, ...]  # the option names it accepts, sorted
     metrics: tuple[DeclaredMetric, ...]  # every metric (or metric pattern) it can produce, in declaration order
+    option_types: tuple[tuple[str, str, str], ...] = ()  # (option, TOML type, meaning), sorted by option
 
 
 def known_parsers() -> list[str]:
@@ -71,7 +72,9 @@ def describe(name: str) -> ParserInfo:
     """The options and declared metrics of the parser called ``name``; UsageError for unknown names."""
     module = _module(name)
     summary = (module.__doc__ or "").strip().splitlines()[0]
-    return ParserInfo(name, summary, tuple(sorted(module.OPTIONS)), tuple(module.METRICS))
+    types = getattr(module, "OPTION_TYPES", {})
+    return ParserInfo(name, summary, tuple(sorted(module.OPTIONS)), tuple(module.METRICS),
+                      tuple((o, *types[o]) for o in sorted(types)))
 
 
 def _module(name: str) -> ModuleType:

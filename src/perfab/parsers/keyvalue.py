@@ -18,6 +18,11 @@ from perfab.errors import UsageError
 from perfab.parsers._base import NUM, DeclaredMetric, ParseError, ParsedMetric, combined, metric
 
 OPTIONS = frozenset({"units", "higher_is_better", "only"})
+OPTION_TYPES = {  # option -> (TOML type, meaning), for the README
+    "units": ("table of strings", "metric name = its unit, over the printed one"),
+    "higher_is_better": ("table of booleans", "metric name = true or false (default: no direction)"),
+    "only": ("array of strings", "keep only these names; each must be present"),
+}
 
 METRICS = (
     DeclaredMetric("{name}", None, None, "one per 'name: number [unit]' line; unit: option units, else the printed "

@@ -20,6 +20,11 @@ from perfab.errors import UsageError
 from perfab.parsers._base import DeclaredMetric, ParseError, ParsedMetric, last_match, number
 
 OPTIONS = frozenset({"patterns", "units", "higher_is_better"})
+OPTION_TYPES = {  # option -> (TOML type, meaning), for the README
+    "patterns": ("table of strings, required", "metric name = regex with one group (or a group named 'value')"),
+    "units": ("table of strings", "metric name = its unit (default '')"),
+    "higher_is_better": ("table of booleans", "metric name = true or false (default: no direction)"),
+}
 
 METRICS = (
     DeclaredMetric("{name}", None, None, "one per entry of option patterns; unit from option units (default ''), "

@@ -28,6 +28,7 @@ from perfab.errors import UsageError
 from perfab.parsers._base import NUM, Collector, DeclaredMetric as M, ParseError, ParsedMetric, combined, slug
 
 OPTIONS = frozenset({"yaml_path"})
+OPTION_TYPES = {"yaml_path": ("string", "the file `--yaml` wrote, read instead of the output")}  # for the README
 
 TOOL = "stress-ng"
 

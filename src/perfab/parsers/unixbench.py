@@ -26,6 +26,7 @@ from perfab.parsers._base import NUM, Collector, DeclaredMetric as M, ParsedMetr
 from perfab.parsers._base import combined, last_match, missing, number
 
 OPTIONS = frozenset({"duration_s"})
+OPTION_TYPES = {"duration_s": ("positive number", "seconds a program ran, for its rate")}  # for the README
 
 TOOL = "UnixBench"
 

@@ -21,6 +21,7 @@ from perfab.errors import UsageError
 from perfab.parsers._base import Collector, DeclaredMetric as M, ParseError, ParsedMetric, combined, last_match, missing
 
 OPTIONS = frozenset({"tasks"})
+OPTION_TYPES = {"tasks": ("positive integer", "the -t value: tasks the average is divided by")}  # for the README
 
 TOOL = "will-it-scale"
 

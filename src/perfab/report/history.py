@@ -16,7 +16,7 @@ import math
 import time
 
 from perfab.analyse.history import Change, History, Point, Series
-from perfab.report.numbers import fmt_number
+from perfab.report.numbers import fmt_number, fmt_pct
 from perfab.report.text import WIDTH, _clip, _wrap
 
 _MACHINE_KEYS_SHOWN = 4  # settings listed under a change point; JSON has all
@@ -115,7 +115,7 @@ def _verdict(s: Series, h: History) -> list[str]:
 
 def _legend(h: History) -> list[str]:
     m = h.method
-    text = (f"Median of each session's runs with its {h.confidence:.0%} distribution-free interval (order "
+    text = (f"Median of each session's runs with its {fmt_pct(h.confidence, digits=3)} distribution-free interval (order "
             "statistics of the runs; '-' where too few runs give none); dates UTC.  Change points: E-divisive "
             f"with means (Matteson & James, JASA 2014) on the session medians, distance exponent {m.exponent:g}, "
             f"at least {m.min_size} sessions either side; each tested by {m.permutations} permutations within "

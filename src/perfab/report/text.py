@@ -20,7 +20,7 @@ from perfab.analyse.compare import Analysis, Row
 from perfab.analyse.methods import ABSOLUTE
 from perfab.analyse.model import compared
 from perfab.plan import describe_order
-from perfab.report.numbers import centers, fmt_delta, fmt_value, measured_rows, noise_range
+from perfab.report.numbers import centers, fmt_delta, fmt_pct, fmt_value, measured_rows, noise_range
 from perfab.report.sweep import sweep_tables
 
 WIDTH = 80
@@ -165,18 +165,18 @@ def _normalized_slice(a: Analysis, rows: list[Row], variants, label_w: int, col:
 
 def _legend(a: Analysis, rows: list[Row]) -> list[str]:
     if not a.variants:
-        return _wrap(f"Median of each point's runs with its {a.confidence:.0%} distribution-free interval "
+        return _wrap(f"Median of each point's runs with its {fmt_pct(a.confidence, digits=3)} distribution-free interval "
                      "(order statistics of the runs; binomial coverage).")
     lines = _wrap(_directions(rows)) if _directions(rows) else []
     noise = noise_range(rows)
     margins = sorted({r.margin for r in rows if r.estimate is not None})
-    margin = "/".join(f"{100 * m:.2g}%" for m in margins) or "0.1%"
+    margin = "/".join(fmt_pct(m) for m in margins) or "0.1%"
     methods = sorted({r.estimate.method for r in rows if r.estimate is not None})
     if methods == ["exact"]:
         lines += _wrap(f"** = a difference beyond the margin (deterministic counts), flat = within +-{margin}.")
     else:
         lines += _wrap(f"** = beyond per-run noise{noise}, ns = within noise, flat = within +-{margin}.")
-    lines += _wrap(_method_note(a, methods))
+    lines += _wrap(_method_note(a, methods, rows))
     if any(r.estimate is not None and r.estimate.basis == ABSOLUTE for r in rows):
         lines += _wrap("Delta without %: the change in the metric's unit, where the baseline's median is 0 "
                        "and no ratio exists.")
@@ -199,23 +199,25 @@ def _directions(rows: list[Row]) -> str:
     return " ".join(parts)
 
 
-def _method_note(a: Analysis, methods: list[str]) -> str:
-    names = {"nonparametric": (f"Mann-Whitney U; Delta = Hodges-Lehmann ratio, {a.confidence:.0%} intervals "
+def _method_note(a: Analysis, methods: list[str], rows: list[Row] = ()) -> str:
+    names = {"nonparametric": (f"Mann-Whitney U; Delta = Hodges-Lehmann ratio, {fmt_pct(a.confidence, digits=3)} intervals "
                                "(not the ratio of the medians shown)"),
              "exact": "exact counts (deterministic; only the margin decides flat)",
-             "normal": f"Welch t, {a.confidence:.0%} intervals"}
+             "normal": f"Welch t, {fmt_pct(a.confidence, digits=3)} intervals"}
     if a.spec is not None and a.spec.sequential is not None:
         seq = a.spec.sequential
         names["sequential"] = (f"group-sequential rank test, {seq.spending} error spending over looks after every "
                                f"block ({seq.min_runs}..{seq.max_runs} runs per side); Delta = Hodges-Lehmann "
-                               f"ratio, {a.confidence:.0%} repeated intervals valid under monitoring")
-        tests = "; ".join(names.get(m, m) for m in methods)
+                               f"ratio, {fmt_pct(a.confidence, digits=3)} repeated intervals valid under monitoring")
+        tests = "; ".join(_for_rows(names.get(m, m), m, methods, rows) for m in methods)
         return f"Tests: {tests}; Holm across rows at alpha {a.alpha:g} (primary rows carry 80% of it)."
     fdr = {"bh": "Benjamini-Hochberg FDR", "holm": "Holm FWER"}[a.fdr]
-    tests = "; ".join(names[m] for m in methods)
+    tests = "; ".join(_for_rows(names[m], m, methods, rows) for m in methods)
     if methods == ["exact"]:
         return f"Method: {tests}."
-    return f"Tests: {tests}; {fdr} at alpha {a.alpha:g} across rows."
+    tested = [r.primary for r in a.rows if r.estimate is not None and r.estimate.p is not None]
+    weighted = " (primary rows carry 80% of it)" if 0 < sum(tested) < len(tested) else ""
+    return f"Tests: {tests}; {fdr} at alpha {a.alpha:g} across rows{weighted}."
 
 
 def _problems(info, rows: list[Row], rows_all: tuple[Row, ...]) -> list[str]:
@@ -266,6 +268,21 @@ def _profile(a: Analysis, workload: str) -> list[str]:
 
 def _sig(r: Row | None) -> str:
     return "" if r is None else r.verdict
+
+
+def _for_rows(note: str, method: str, methods: list[str], rows: list[Row]) -> str:
+    """A method's note naming the rows it judged, when the table mixes methods (a timing table with an exact
+    checksum row must not read as if its times were exact counts); the most used method takes "the rest"."""
+    if len(methods) < 2 or not rows:
+        return note
+    counts = {m: sum(1 for r in rows if r.estimate is not None and r.estimate.method == m) for m in methods}
+    if method == max(methods, key=lambda m: (counts[m], m == "nonparametric")):
+        return f"other rows: {note}"
+    labels = []
+    for r in rows:
+        if r.estimate is not None and r.estimate.method == method and _short(r.label) not in labels:
+            labels.append(_short(r.label))
+    return f"{'/'.join(labels)}: {note}"
 
 
 def _short(label: str) -> str:

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Callable
 
 from perfab.errors import PerfabError, UsageError
+from perfab.machine.busy import Busy, BusyMeter
 from perfab.plan import PlannedRun, block_of, blocks_for, first_blocks, make_plan
 from perfab.run.backends import Backend
 from perfab.run.around import Around
@@ -48,6 +49,7 @@ from perfab.run.context import SideContext
 from perfab.run.executor import Executor
 from perfab.run.preflight import pinned_cpus, preflight
 from perfab.run.readings import interrupted, record
+from perfab.run.reparse import parser_only, reparse_session
 from perfab.run.services import run_shell
 from perfab.run.trampoline import read_rusage, rusage_shim
 from perfab.spec import Experiment, Variant, Workload, expand, placeholders, workload_placeholders
@@ -67,6 +69,25 @@ class SessionResult:
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 TRANSIENT_RETRIES = 2  # a run failed by a race of the measuring tool (perf stat losing the status) runs again
+UNPARSED_ABORT = 3  # runs of one sweep point (warm-ups too) unparsed, none parsed: abort (unless max_failures set)
+
+
+class _Unparsed:
+    """Counts, per workload and sweep point, runs (warm-ups too) whose output the parser could not read."""
+
+    def __init__(self):
+        self.failed: dict[tuple, int] = {}  # (workload, point) -> unparsed runs while none parsed
+        self.parsed: set[tuple] = set()  # (workload, point) with a run that parsed
+
+    def hopeless(self, planned: PlannedRun, rec: RunRecord) -> bool:
+        """True once ``UNPARSED_ABORT`` runs of this run's point failed to parse and none of it parsed."""
+        key = (planned.workload, planned.params)
+        if rec.status == "ok":
+            self.parsed.add(key)
+        if key in self.parsed or not (rec.reason or "").startswith("output not parsed"):
+            return False
+        self.failed[key] = self.failed.get(key, 0) + 1
+        return self.failed[key] >= UNPARSED_ABORT
 
 
 class _Signals:
@@ -110,6 +131,8 @@ class Runner:
         self._cpus = None if exp.pin is None else pinned_cpus(exp.pin, exp.path)
         self.recorder = _recorder(exp)
         self.sources: dict = {}  # side -> perfab.run.build.Source, for sides built from source
+        self.busy = BusyMeter() if getattr(executor, "resolves_programs", True) else None  # other work, real runs
+        self._busy_before: Busy | None = None  # what a resumed session measured before
 
     # -- sessions -----------------------------------------------------------
 
@@ -121,10 +144,14 @@ class Runner:
             if pending is None:
                 raise UsageError(f"experiment {self.exp.name!r} has no unfinished session to resume; "
                                  "run it without --resume")
-            if pending.spec_text != self.exp.source:
-                raise UsageError(f"{self.exp.path} changed since session {pending.id} began; restore it "
-                                 "or start a new session with --new-session")
+            reparse = pending.spec_text != self.exp.source
+            if reparse and not parser_only(pending.spec_text, self.exp.source):
+                raise UsageError(f"{self.exp.path} changed since session {pending.id} began, beyond its parsers; "
+                                 "restore it or start a new session with --new-session")
             self.store.claim(pending.id, takeover)
+            if reparse:
+                self._reparse(pending.id)
+            self._busy_before = Busy.from_env(pending.environment)
             session, side = pending.id, pending.side
             self.sources = self._build([side] if side else None)
             todo = self.store.remaining(session)
@@ -144,6 +171,13 @@ class Runner:
                                                side, self.backend.name, self.groups, self.environment, todo,
                                                {k: v.to_json() for k, v in self.sources.items()})
         return self._execute(session, side, todo)
+
+    def _reparse(self, session: int) -> None:
+        """A parser-only change on resume: read the session's stored outputs again, then adopt the spec."""
+        done = reparse_session(self.store, session, self.exp, self.backend.name)
+        self.store.replace_spec(session, self.exp.source, self.exp.spec_hash)
+        self.say(f"the parser changed: {done.parsed} stored run(s) read again, {done.unparsed} still unreadable, "
+                 f"{done.kept} kept as they were")
 
     def _build(self, sides: list[str] | None) -> dict:
         """Resolve, check out and build the sides that come from source, before anything is stored."""
@@ -177,6 +211,7 @@ class Runner:
             measured = max(measured, self.exp.sequential.max_runs * len(self.exp.variants) * len(self.exp.workloads))
         limit = self.exp.max_failures if self.exp.max_failures is not None else max(3, measured // 4)
         self._failed, self._done, self._last_failure = 0, 0, ""
+        self._unparsed, self._why_abort = _Unparsed(), None
         status, stop_reason = "aborted", None  # unless the loop says otherwise; an exception leaves it resumable
         scratch_root = Path(tempfile.mkdtemp(prefix="perfab-"))
         try:
@@ -192,9 +227,12 @@ class Runner:
         finally:
             shutil.rmtree(scratch_root, ignore_errors=True)
             try:
+                self._record_busy(session)
                 self.store.finish_session(session, status, stop_reason if status == "finished" else None)
             except PerfabError as e:
                 self.say(f"warning: could not record the session's end ({e})")
+        if status == "aborted" and self._why_abort is not None:
+            raise PerfabError(self._why_abort)
         if status == "aborted":
             raise PerfabError(f"aborted after {self._failed} failed runs (last: {self._last_failure}); fix the "
                               "workload or raise experiment.max_failures, then continue with --resume")
@@ -253,7 +291,7 @@ class Runner:
                     ctx.__enter__()
                     context.append(ctx)
                 self.progress(i, total, f"{workload.name} {variant.name}")
-                rec = self._one(planned, workload, variant, parse, scratch_root, context[0])
+                rec = self._measured_one(planned, workload, variant, parse, scratch_root, context[0])
                 for _ in range(TRANSIENT_RETRIES):
                     if not rec.transient or signals.count:
                         break
@@ -270,6 +308,9 @@ class Runner:
                     self.say(f"run {planned.seq} ({workload.name}, {variant.name}) failed: {rec.reason}")
                     if self._failed > limit:
                         return "aborted"
+                if self.exp.max_failures is None and self._unparsed.hopeless(planned, rec):
+                    self._why_abort = _unparsed_abort(self.exp, planned, rec)
+                    return "aborted"
                 if rec.status == "failed" and context[0].service_problem():
                     context.pop().__exit__(None, None, None)  # the next run starts a fresh server
                 if rec.status == "interrupted":
@@ -285,6 +326,22 @@ class Runner:
                 self.say(f"warning: {e}")
 
     # -- one run ------------------------------------------------------------
+
+    def _measured_one(self, planned, workload, variant, parse, scratch_root, ctx) -> RunRecord:
+        """One run, with other work on the machine over its window summed (``perfab.machine.busy``)."""
+        if self.busy is None:
+            return self._one(planned, workload, variant, parse, scratch_root, ctx)
+        self.busy.start()
+        rec = self._one(planned, workload, variant, parse, scratch_root, ctx)
+        self.busy.stop(_run_cpu_s(rec))
+        return rec
+
+    def _record_busy(self, session: int) -> None:
+        """Store the session's other-work sums in its environment: the report's SETUP states them and warns."""
+        if self.busy is None or self.busy.total.runs == 0:
+            return
+        total = self.busy.total if self._busy_before is None else self._busy_before.add(self.busy.total)
+        self.store.add_environment(session, total.to_env())
 
     def _one(self, planned: PlannedRun, workload: Workload, variant: Variant, parse, scratch_root: Path,
              ctx: SideContext) -> RunRecord:
@@ -368,6 +425,21 @@ class Runner:
         if workload.cwd is None:
             return None
         return expand(workload.cwd, values, f"workload {workload.name!r} cwd")
+
+
+def _unparsed_abort(exp: Experiment, planned: PlannedRun, rec: RunRecord) -> str:
+    """The abort message when a sweep point's output cannot be parsed at all."""
+    point = " at " + " ".join(f"{k}={v}" for k, v in planned.params) if planned.params else ""
+    return (f"aborted: the first {UNPARSED_ABORT} runs of workload {planned.workload!r}{point} all failed to "
+            f"parse ({rec.reason}); check every point with `perfab plan {exp.path} --try`, fix the parser "
+            "and continue with --resume (the stored outputs are read again)")
+
+
+def _run_cpu_s(rec: RunRecord) -> float | None:
+    """The CPU time a run used: the measured command's (wait4 rusage) and its service's; None if unknown."""
+    if rec.user_s is None or rec.sys_s is None:
+        return None
+    return rec.user_s + rec.sys_s + rec.metrics.get("service_cpu_s", 0.0)
 
 
 def _shim_rusage(path: Path) -> dict | None:

@@ -202,12 +202,16 @@ def parse_spec(text: str, path: str = "<spec>") -> Experiment:
 
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_FROM_SOURCE = ("src", "build")  # placeholders a side built from git has (perfab.run.build.Source.values)
 
 
 def expand(template: str, values: dict[str, str], where: str = "command") -> str:
     """Replace ``{name}`` placeholders; ``{{`` and ``}}`` stay literal braces."""
     def sub(m: re.Match) -> str:
         key = m.group(1)
+        if key in _FROM_SOURCE and key not in values:
+            raise SpecError(f"{where}: {{{key}}} is defined only for a side built from git (variant.git = \"REF\" "
+                            "with a build command); give this side a git ref, or write the path itself")
         if key not in values:
             raise SpecError(f"{where}: unknown placeholder {{{key}}}; known: "
                             f"{', '.join('{' + k + '}' for k in sorted(values))}")

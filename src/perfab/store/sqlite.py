@@ -179,6 +179,23 @@ class Store:
                             "stop_reason = coalesce(?, stop_reason) WHERE id = ? AND (owner IS NULL OR owner = ?)",
                             (status, time.time(), stop_reason, session, self._me.to_json()))
 
+    def replace_spec(self, session: int, spec_text: str, spec_hash: str) -> None:
+        """Adopt a changed spec for a session whose stored outputs were read again under it (parser-only fix)."""
+        with self.transaction():
+            self._check_claim(session)
+            self.db.execute("UPDATE sessions SET spec_text = ?, spec_hash = ? WHERE id = ?",
+                            (spec_text, spec_hash, session))
+
+    def add_environment(self, session: int, values: dict[str, str]) -> None:
+        """Add measured facts to the session's environment snapshot (e.g. ``busy.*``), keeping the rest."""
+        with self.transaction():
+            row = self.db.execute("SELECT environment_json FROM sessions WHERE id = ?", (session,)).fetchone()
+            if row is None:
+                raise UsageError(f"{self.path}: no session {session}")
+            env = {**json.loads(row[0]), **values}
+            self.db.execute("UPDATE sessions SET environment_json = ? WHERE id = ?",
+                            (json.dumps(env, sort_keys=True), session))
+
     def extend_plan(self, session: int, runs: list[PlannedRun]) -> None:
         """Store more planned runs of a sequential session (one more block) before they run."""
         with self.transaction():

@@ -25,7 +25,7 @@ from perfab.analyse.compare import Row
 from perfab.analyse.methods import ABSOLUTE
 from perfab.report.html.svg import (Scale, clip, domain, dots, figure, jitter, line, rect, side_class, text,
                                     x_axis, y_axis)
-from perfab.report.numbers import fmt_delta, fmt_value
+from perfab.report.numbers import fmt_delta, fmt_pct, fmt_value, rel_ticks
 
 WIDTH = 460  # pixels of every plot; the page scales them down on narrow screens
 LEFT = 110  # room for side names
@@ -45,9 +45,9 @@ def runs_plot(rows: list[Row], baseline: str) -> str:
     """Every run's value per side, with the medians."""
     data = sides(rows, baseline)
     band = 26
-    height = 24 + band * len(data) + 24
+    height = 24 + band * len(data) + 36
     xs = Scale(*domain([v for _, vals, _ in data for v in vals]), LEFT, WIDTH - RIGHT)
-    body = [x_axis(xs, height - 22)]
+    body = [x_axis(xs, height - 34, title=_unit(rows[0]))]
     for i, (side, vals, _) in enumerate(data):
         mid = 24 + band * i + band / 2
         finite = [v for v in vals if math.isfinite(v)]
@@ -68,16 +68,17 @@ def delta_plot(rows: list[Row], confidence: float) -> str:
         return ""
     absolute = any(r.estimate.basis == ABSOLUTE for r in est)
     band = 26
-    height = 24 + band * len(rows) + 24
+    height = 24 + band * len(rows) + 36
     ends = [v for r in est for v in _interval(r, absolute) if v is not None]
     margin = 0.0 if absolute else max(r.margin for r in est)
     xs = Scale(*domain(ends, include=(0.0, -margin, margin)), LEFT, WIDTH - RIGHT)
     body = []
-    top, bottom = 18, height - 22
+    top, bottom = 18, height - 34
     if margin:
         body.append(rect(xs(-margin), top, xs(margin) - xs(-margin), bottom - top, "margin",
-                         title=f"+-{100 * margin:.2g}% margin: inside it a change counts as none (flat)"))
-    body.append(x_axis(xs, bottom, fmt=None if absolute else (lambda t: f"{100 * t:+.3g}%"), unit=""))
+                         title=f"+-{fmt_pct(margin)} margin: inside it a change counts as none (flat)"))
+    axis = f"change in {_unit(rows[0])}" if absolute else "change against the baseline"
+    body.append(x_axis(xs, bottom, fmt=None if absolute else rel_ticks, unit="", title=axis))
     body.append(line(xs(0), top, xs(0), bottom, "zero"))
     for i, r in enumerate(rows):
         mid = top + 6 + band * i + band / 2
@@ -94,7 +95,7 @@ def delta_plot(rows: list[Row], confidence: float) -> str:
             body.append(dots([(xs.clamp(center), mid)], f"big {side_class(i + 1)}"))
         body.append(text(WIDTH - RIGHT + 6, mid + 4, f"{fmt_delta(r)} {r.verdict}", f"verdict {verdict_class(r)}"))
     what = "change in the metric's unit (baseline median 0)" if absolute else \
-        f"delta, {confidence:.0%} interval; band = +-margin"
+        f"delta, {fmt_pct(confidence, digits=3)} interval; band = +-margin"
     body.append(text(LEFT, 12, what, "caption"))
     return figure(WIDTH, height, "".join(body), f"delta of {rows[0].label} with its interval")
 
@@ -127,7 +128,8 @@ def order_plot(rows: list[Row], baseline: str) -> str:
         return ""
     xs = Scale(*domain(list(x_of.values()), pad=0.03), LEFT, width - right)
     ys = Scale(*domain(ys_all), height - 30, 22)
-    body = [y_axis(ys, LEFT, width - right), x_axis(xs, height - 30) if not starts else ""]
+    body = [y_axis(ys, LEFT, width - right),
+            x_axis(xs, height - 30, title="position in the plan") if not starts else ""]
     for x, session in starts:
         body.append(line(xs(x), 22, xs(x), height - 30, "zero") + text(xs(x) + 3, 30, f"session {session}", "tick"))
     for i, (side, vals, order) in enumerate(data):
@@ -172,7 +174,12 @@ def _interval(r: Row, absolute: bool) -> tuple[float | None, float | None, float
     e = r.estimate
     if absolute or e.delta is None:
         return e.shift, e.shift_lo, e.shift_hi
-    return e.delta, e.lo, e.hi
+    return e.delta, _ratio_end(e.lo), e.hi
+
+
+def _ratio_end(x: float | None) -> float | None:
+    """An interval end of a ratio change, clipped at -100% (a value cannot fall below zero)."""
+    return None if x is None else max(x, -1.0)
 
 
 def _unit(r: Row) -> str:

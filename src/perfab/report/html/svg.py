@@ -126,21 +126,24 @@ def clip(label: str, width: int) -> str:
     return label if len(label) <= width else label[: width - 1] + "\u2026"
 
 
-def x_axis(scale: Scale, y: float, count: int = 5, fmt=None, unit: str = "") -> str:
-    """Grid lines and labels for the horizontal ``scale``, its baseline at pixel ``y``."""
+def x_axis(scale: Scale, y: float, count: int = 5, fmt=None, unit: str = "", title: str = "") -> str:
+    """Grid lines and labels for the horizontal ``scale``, its baseline at pixel ``y``; ``fmt`` labels the
+    ticks (a list of values -> a list of labels), ``title`` names the axis below its right end."""
     ticks = scale.ticks(count)
-    labels = [fmt(t) for t in ticks] if fmt else tick_labels(ticks)
+    labels = fmt(ticks) if fmt else tick_labels(ticks)
     out = [line(scale.a, y, scale.b, y, "axis")]
     for t, label in zip(ticks, labels):
         x = scale(t)
         out.append(line(x, y, x, y + 4, "axis") + text(x, y + 15, label + unit, "tick", "middle"))
+    if title:
+        out.append(text(scale.b, y + 28, title, "axis-title", "end"))
     return "".join(out)
 
 
 def y_axis(scale: Scale, x0: float, x1: float, count: int = 4, fmt=None) -> str:
     """Horizontal grid lines and labels for the vertical ``scale``, labels left of pixel ``x0``."""
     ticks = scale.ticks(count)
-    labels = [fmt(t) for t in ticks] if fmt else tick_labels(ticks)
+    labels = fmt(ticks) if fmt else tick_labels(ticks)
     out = [line(x0, scale.a, x0, scale.b, "axis")]
     for t, label in zip(ticks, labels):
         y = scale(t)

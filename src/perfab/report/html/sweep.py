@@ -26,7 +26,7 @@ from perfab.analyse.methods import ABSOLUTE
 from perfab.report.html.plots import LEFT, RIGHT, WIDTH
 from perfab.report.html.svg import (Scale, clip, domain, dots, figure, line, polyline, rect, side_class, text,
                                     x_axis, y_axis)
-from perfab.report.numbers import fmt_value
+from perfab.report.numbers import fmt_pct, fmt_value, rel_ticks
 
 PER_THREAD = ("threads", "nr_task")  # sweep parameters that count workers
 
@@ -83,7 +83,7 @@ def sweep_plot(points: list[tuple[str, list[Row]]], baseline: str, param: str, c
         body.append(dots([(xs(p), ys(m)) for p, m, _, _ in s], f"big {cls}"))
         body.append(dots([(WIDTH - RIGHT + 12, 32 + 16 * i)], cls))
         body.append(text(WIDTH - RIGHT + 20, 36 + 16 * i, clip(names[i], 10), "side", title=names[i]))
-    body.append(text(LEFT, 12, f"median ({unit}) per side, {confidence:.0%} interval of the median", "caption"))
+    body.append(text(LEFT, 12, f"median ({unit}) per side, {fmt_pct(confidence, digits=3)} interval of the median", "caption"))
     out = figure(WIDTH, height, "".join(body), f"{first.label} against {param}")
     return out + _sweep_delta(points, param, confidence)
 
@@ -93,7 +93,7 @@ def _sweep_delta(points: list[tuple[str, list[Row]]], param: str, confidence: fl
     for _, rows in points:
         for r in rows:
             if r.estimate is not None and r.estimate.basis != ABSOLUTE and r.estimate.delta is not None:
-                ends += [v for v in (r.estimate.delta, r.estimate.lo, r.estimate.hi) if v is not None]
+                ends += [max(v, -1.0) for v in (r.estimate.delta, r.estimate.lo, r.estimate.hi) if v is not None]
                 margin = max(margin, r.margin)
     if not ends:
         return ""
@@ -101,7 +101,7 @@ def _sweep_delta(points: list[tuple[str, list[Row]]], param: str, confidence: fl
     xs = Scale(-0.5, len(points) - 0.5, LEFT, WIDTH - RIGHT)
     ys = Scale(*domain(ends, include=(0.0, -margin, margin)), height - 30, 22)
     body = [rect(LEFT, ys(margin), WIDTH - RIGHT - LEFT, ys(-margin) - ys(margin), "margin"),
-            y_axis(ys, LEFT, WIDTH - RIGHT, fmt=lambda t: f"{100 * t:+.3g}%"),
+            y_axis(ys, LEFT, WIDTH - RIGHT, fmt=rel_ticks),
             _category_axis(xs, [v for v, _ in points], height - 30, param), line(LEFT, ys(0), WIDTH - RIGHT, ys(0), "zero")]
     for p, (_, rows) in enumerate(points):
         for i, r in enumerate(rows):
@@ -110,10 +110,10 @@ def _sweep_delta(points: list[tuple[str, list[Row]]], param: str, confidence: fl
                 continue
             x = xs(p) + 4 * i
             cls = side_class(i + 1)
-            body.append(line(x, ys.clamp(e.lo), x, ys.clamp(e.hi), f"ci {cls}"))
+            body.append(line(x, ys.clamp(max(e.lo, -1.0)), x, ys.clamp(e.hi), f"ci {cls}"))
             body.append(dots([(x, ys.clamp(e.delta))], f"big {cls}"))
             body.append(text(x + 5, ys.clamp(e.delta) - 5, r.verdict, "mark"))
-    body.append(text(LEFT, 12, f"delta per variant, {confidence:.0%} interval; band = +-margin", "caption"))
+    body.append(text(LEFT, 12, f"delta per variant, {fmt_pct(confidence, digits=3)} interval; band = +-margin", "caption"))
     return figure(WIDTH, height, "".join(body), f"delta of {points[0][1][0].label} against {param}")
 
 

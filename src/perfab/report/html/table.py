@@ -18,7 +18,7 @@ from perfab.analyse.methods import ABSOLUTE
 from perfab.report import text as plain
 from perfab.report.html.plots import verdict_class
 from perfab.report.html.svg import esc
-from perfab.report.numbers import centers, fmt_delta, fmt_value
+from perfab.report.numbers import centers, fmt_delta, fmt_pct, fmt_rel, fmt_value
 
 
 def point_text(params) -> str:
@@ -30,7 +30,7 @@ def verdict_table(a: Analysis, rows: list[Row], anchors: dict, sweep: bool) -> s
     """Two sides: Metric, Baseline, Experiment, Delta, interval, Sig; more: each side as % of the baseline."""
     if len(a.variants) == 1:
         head = ["Metric", *(["Point"] if sweep else []), f"Baseline<br><small>{esc(a.baseline)}</small>",
-                f"Experiment<br><small>{esc(a.variants[0])}</small>", "Delta", f"{a.confidence:.0%} interval", "Sig"]
+                f"Experiment<br><small>{esc(a.variants[0])}</small>", "Delta", f"{fmt_pct(a.confidence, digits=3)} interval", "Sig"]
         body = [_two_side_row(r, anchors, sweep) for r in rows]
     else:
         head = ["Metric", *(["Point"] if sweep else []), f"{esc(a.baseline)}<br><small>baseline</small>"]
@@ -88,7 +88,7 @@ def interval_text(r: Row) -> str:
 
 
 def _pct(x: float) -> str:
-    return ("-inf" if x < 0 else "+inf") if not math.isfinite(x) else f"{100 * x:+.2f}%"
+    return fmt_rel(x)  # the report's one format of a relative change, clipped at -100%
 
 
 def _shift(r: Row, x: float) -> str:

@@ -131,7 +131,7 @@ class GuestSide:
         from perfab.kernel.sides import launch_request
 
         return launch_request(self.parent.kernels[self.variant.name], self.variant, self.parent.measure,
-                              self.parent.accel, self.parent.plugin_options(), argv, result)
+                              self.parent.accel, self.parent.plugin_options(), argv, result, self.parent.cache_root)
 
     def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
         return self.parent.collect(scratch, group, status)

@@ -1,0 +1,231 @@
+"""Verdict rules: which method judges a row, what it must say about its data, and ``**`` / ``flat`` / ``ns``.
+
+``perfab.analyse.compare`` asks these for every row, after the method
+(``perfab.analyse.methods``) has computed its estimate:
+
+- ``method_for``: the exact method only where counts are deterministic;
+  any other row asked for it is judged by the rank test, with a warning;
+- ``basis_note``: why a rank-method Delta is a shift over the median,
+  not a ratio, when a zero (or a negative value) makes it one;
+- ``serial_widening``: a lag-1 autocorrelation check in run order, and
+  where it fires an AR(1) widening of the interval and p-value together;
+- ``verdict``: the three-way verdict from one test-interval pair (see the
+  ``compare`` module docstring): for the tests, ``**`` needs the adjusted
+  p-value at most alpha and the interval beyond the margin; the exact
+  method has no p-value and its interval alone decides.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+from scipy import special
+
+from perfab.analyse.checks import lag1_autocorrelation
+from perfab.analyse.methods import ABSOLUTE, EXACT_TOLERANCE, SHIFT_MEDIAN, Estimate, _rounding_halfwidths, exact_spread
+from perfab.analyse.ranks import _u_cdf, resolution, under_one_step
+
+
+def method_for(name: str, base: np.ndarray, exp: np.ndarray) -> tuple[str, tuple[str, ...]]:
+    """The method a row is judged by, and why it is not the one asked for.
+
+    The exact method (``methods.AssumeExact``) assumes deterministic counts:
+    it applies only where every side's values are equal or vary within
+    ``EXACT_TOLERANCE`` of their median.  A row whose counts vary more (a
+    workload with a random or time-dependent path, threads under valgrind)
+    is judged by the rank method (``nonparametric``), row by row, with a
+    warning naming the spread: called exact, an A/A run of such a workload
+    read ``-0.33% **``.
+    """
+    if name != "exact":
+        return name, ()
+    spread = exact_spread(base, exp)
+    if spread <= EXACT_TOLERANCE:
+        return name, ()
+    return "nonparametric", (f"counts vary within a side by {100 * spread:.2g}% (the exact method tolerates "
+                             f"{100 * EXACT_TOLERANCE:g}%): judged by the rank test (nonparametric), not as "
+                             "deterministic counts",)
+
+
+SERIAL_Z = 1.2816  # one-sided 10% test of positive lag-1 autocorrelation; where it fires the row is widened
+RHO_MARGIN = 1.645  # rho is taken at the upper end of its one-sided 95% bound (normal scores of its SE)
+
+
+def serial_widening(est: Estimate, method, base: np.ndarray, exp: np.ndarray,
+                    confidence: float) -> tuple[Estimate, tuple[str, ...]]:
+    """The estimate widened for positive serial correlation in run order, when the lag-1 check fires.
+
+    Check: ``checks.lag1_autocorrelation`` of each side's values in run
+    order, pooled, one-sided at 10% (``SERIAL_Z``).  Runs correlated in
+    time (a slowly wandering machine, AR(1) with rho 0.5) made the rank
+    test call an A/A change `**` 7 times as often as on independent runs
+    (0.21 against 0.03 at n = 20), and the drift check, which looks for a
+    trend, did not see it.
+
+    Widening: AR(1) effective sample size.  With lag-1 correlation rho the
+    variance of a side's mean, and close to it of its rank sum, grows by
+    ``(1 + rho) / (1 - rho)`` (Bayley & Hammersley, JRSS Suppl. 8 (1946)
+    184-197; for tests under serial correlation Zwiers & von Storch,
+    J. Climate 8 (1995) 336-351).  rho is the check's r1 corrected for its
+    small-sample bias (``E r1 ~ rho - (1 + 4 rho) / n``, Kendall), raised
+    to its one-sided 95% upper bound (``+ 1.645 / sqrt(n_base + n_exp)``:
+    a point estimate from 20 runs misses half the correlation often
+    enough to leave the A/A rate at 0.08) and capped at 0.9.  The test's
+    normal score is divided by the square root
+    of the factor, ``p' = 2 Phi(-z_p / f)``, and the interval is the
+    method's own at the confidence whose normal score is ``f`` times the
+    asked one's, so for the rank method on continuous data the interval
+    excludes 0 exactly when ``p' <= 1 - confidence`` (Bauer's pairing kept).
+    An approximation for ranks (exact for means of a Gaussian AR(1)); a
+    block bootstrap over plan blocks would need more runs than a row has.
+    Simulated, n = 20, one row: A/A `**` 0.045 at rho 0.5 (0.21 before),
+    0.017 at rho 0.8; power at +1%, CV 1%, independent runs, 0.72 (0.75).
+    """
+    r1, z = lag1_autocorrelation([base, exp])
+    if z < SERIAL_Z:
+        return est, ()
+    n = (len(base) + len(exp)) / 2
+    rho = min(0.9, max(0.0, (n * r1 + 1) / (n - 4) + RHO_MARGIN / math.sqrt(2 * n)))
+    factor = math.sqrt((1 + rho) / (1 - rho))
+    wider = 1 - 2 * float(special.ndtr(-factor * special.ndtri((1 + confidence) / 2)))
+    out = method.compare(base, exp, wider)
+    p = est.p
+    if p is not None and 0 < p < 1:
+        p = float(2 * special.ndtr(-special.ndtri(1 - p / 2) / factor))
+    note = (f"runs are correlated in run order (lag-1 autocorrelation {r1:+.2f}, z {z:.1f}): interval and p "
+            f"widened by {factor:.2f}x for AR(1) serial correlation (effective sample size)")
+    return replace(out, p=p), (note,)
+
+
+def grid_pair(est: Estimate, base: np.ndarray, exp: np.ndarray) -> Estimate:
+    """On data on a grid, the rank method's p-value replaced by the one its interval implies: one pair.
+
+    On continuous data the Hodges-Lehmann interval inverts the rank test
+    (Bauer 1972): it leaves out 0 exactly when ``p <= 1 - confidence``.  On
+    a grid the interval is widened for rounding (``methods.AssumeNothing``)
+    and the pairing broke: the permutation p was below 0.05 while the 95%
+    interval covered 0 in 2-75% of rows (more the coarser the grid).  Here
+    p is the smallest ``1 - c`` at which the interval at confidence c
+    leaves out 0.  With ``k`` the rank of the order statistics the interval
+    uses, ``c_k = 1 - 2 P(U <= k - 1)`` (``ranks.hl_rank``); the intervals
+    are nested in k, and ``p = 2 P(U <= k0 - 1)`` for the smallest k0 whose
+    interval leaves out 0, read off the interval's own construction
+    (``grid_rank``).  So the interval decides and p is its test: ``**``
+    needs the adjusted p at most alpha and the interval beyond the margin,
+    and with ``confidence = 1 - alpha`` a single row's interval leaves out
+    0 exactly when p <= alpha.  The permutation p of no change
+    (``ranks.rank_sum_p``) is valid too, and more powerful, but belongs to
+    no interval that accounts for rounding.
+    """
+    if est.method != "nonparametric" or est.resolution == 0 or est.p is None:
+        return est
+    tails = _u_tails(len(base), len(exp))
+    if tails is None:
+        return est
+    k0 = grid_rank(base, exp)
+    top = int(np.searchsorted(tails, 0.5, side="right"))  # ranks with an interval at some confidence
+    return replace(est, p=1.0 if k0 > top else min(1.0, 2 * float(tails[k0 - 1])))
+
+
+def grid_rank(base: np.ndarray, exp: np.ndarray) -> int:
+    """The smallest rank k whose rounding-aware interval (``methods.AssumeNothing``) leaves out 0.
+
+    The interval of rank k is ``[d_(k) - w, d_(nm+1-k) + w]`` when a side
+    shows under three grid values (w the worst rounding error of a
+    difference), else the ``(k - 1/2)/nm`` and ``(nm - k + 1/2)/nm``
+    quantiles of the mixture of rounding triangles about the differences
+    d.  Its lower end is above 0 exactly when fewer than k differences are
+    at most w (or the mixture's CDF at 0, F0, is below ``(k - 1/2)/nm``);
+    the upper end likewise.  Computed on the scale the method uses (log
+    values unless a value lies within a step of 0).
+    """
+    step = resolution(base, exp)
+    log_scale = bool(np.all(base > 0) and np.all(exp > 0)) and min(base.min(), exp.min()) > step
+    a, b = (np.log(base), np.log(exp)) if log_scale else (base, exp)
+    d = np.subtract.outer(b, a).ravel()
+    nm = len(d)
+    h = _rounding_halfwidths(base, exp, step, log_scale)
+    if under_one_step(base) or under_one_step(exp):
+        worst = float(h.max())
+        k_lo = int(np.sum(d <= worst)) + 1
+        k_hi = nm + 1 - int(np.sum(d < -worst))
+    else:
+        z = np.clip(-d / h, -1.0, 1.0)
+        f0 = float(np.where(z < 0, 0.5 * (1 + z) ** 2, 1 - 0.5 * (1 - z) ** 2).mean())
+        k_lo = math.floor(nm * f0 + 0.5) + 1
+        k_hi = math.floor(nm * (1 - f0) + 0.5) + 1
+    return min(k_lo, k_hi)
+
+
+def _u_tails(n: int, m: int) -> np.ndarray | None:
+    """P(U <= u) for u = 0..nm under no difference, as ``ranks.hl_rank`` reads it (None beyond its exact range)."""
+    if n * m > 2500 or n == 0 or m == 0:
+        return None
+    return _u_cdf(n, m)
+
+
+def basis_note(est: Estimate, base: np.ndarray, exp: np.ndarray) -> tuple[str, ...]:
+    """Why a rank-method Delta is a shift over the baseline median rather than a ratio, when it is.
+
+    The Hodges-Lehmann change is a ratio (on log values) only when every
+    value is positive and, on a grid, more than one step above 0
+    (``methods`` module docstring).  One zero among many runs moves the row
+    to the shift over the baseline median, which can change the verdict;
+    the row says so and why.
+    """
+    if est.basis != SHIFT_MEDIAN or est.method not in ("nonparametric", "sequential"):
+        return ()
+    low = int(np.sum(base <= 0) + np.sum(exp <= 0))
+    why = (f"{low} of {len(base) + len(exp)} values are 0 or negative" if low
+           else "values come within one grid step of 0")
+    return (f"{why}: Delta is the Hodges-Lehmann shift over the baseline median, not a ratio",)
+
+
+
+def verdict(est: Estimate, margin: float, q: float | None, alpha: float) -> str:
+    """``**``, ``flat`` or ``ns`` for one estimate (see the module docstring)."""
+    if est.method == "exact":
+        return _exact_verdict(est, margin)
+    if est.basis == ABSOLUTE:
+        lo, hi = est.shift_lo, est.shift_hi
+        if lo is None or hi is None or q is None:
+            return "ns"
+        return "**" if q <= alpha and (lo > 0 or hi < 0) else "ns"
+    if est.delta is None or est.lo is None or est.hi is None or not math.isfinite(est.delta):
+        return "ns"
+    if _inside(est, margin) and est.resolution <= margin:
+        return "flat"
+    if q is not None and q <= alpha and (est.lo > margin or est.hi < -margin):
+        return "**"
+    return "ns"
+
+
+def _exact_verdict(est: Estimate, margin: float) -> str:
+    """The exact method's verdict: its interval (all pairwise ratios, or differences) against the margin.
+
+    ``**`` when the whole interval lies beyond the margin, and, when values
+    vary at all, beyond ``EXACT_TOLERANCE`` too: a spread the method
+    tolerates within a side never makes a change on its own.  ``flat`` when
+    it lies inside +-margin; ``ns`` otherwise.  With a baseline median of 0
+    the interval is of differences in the metric's unit, and ``flat`` needs
+    it to be exactly 0.
+    """
+    if est.basis == ABSOLUTE:
+        lo, hi = est.shift_lo, est.shift_hi
+        if lo is None or hi is None:
+            return "ns"
+        return "**" if lo > 0 or hi < 0 else ("flat" if lo == hi == 0 else "ns")
+    if est.delta is None or est.lo is None or est.hi is None or not math.isfinite(est.delta):
+        return "ns"
+    bound = margin if est.lo == est.hi else max(margin, EXACT_TOLERANCE)
+    if est.lo > bound or est.hi < -bound:
+        return "**"
+    return "flat" if _inside(est, margin) else "ns"
+
+
+def _inside(est: Estimate, margin: float) -> bool:
+    return est.lo is not None and est.hi is not None and -margin <= est.lo and est.hi <= margin
+
+

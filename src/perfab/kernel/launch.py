@@ -1,0 +1,165 @@
+"""One run of a workload in a guest kernel: ``python -m perfab.kernel.launch REQUEST.json``.
+
+This is the process perfab's runner executes for a run on a kernel side.
+It reads a JSON request, boots (``perfab.kernel.qemu.boot``), copies the
+workload's stdout and stderr to its own, writes a result JSON and exits with
+the workload's exit status, or 125 when the guest failed (panic, hang,
+never reaching the workload), or 2 on a bad request.
+
+Request keys (``kernel`` and ``argv`` required):
+  kernel       bzImage or vmlinux path
+  argv         the workload's command in the guest (list of strings)
+  result       where to write the result JSON (default: REQUEST.json's stem + ".result.json")
+  cmdline      extra kernel command line ("")
+  vcpus        1;  memory_mb  1024;  accel  "auto" | "tcg" | "kvm"
+  plugin       null, or {"cache": bool, "l1i": "32768:8:64", "l1d": ..., "ll": ...}
+  deterministic  true: under TCG, fixed RTC, no address/stack randomisation, icount with 1 vCPU
+  cwd          "/";  env  {"NAME": "value"};  files  [host paths copied in]
+  timeout_s    300
+  symbols      null; "guest" (the guest's /proc/kallsyms, fetched once per kernel and cached);
+               or a System.map / vmlinux path: the top kernel symbols
+  top          20 (symbols listed per ranking)
+  cache_dir    null (~/.cache/perfab/kernel)
+
+Result keys:
+  status, failure, console_tail, accel, vcpus_seen, guest_wall_s, host_wall_s,
+  deltas {"irq.TLB": n, "vmstat.pgfault": n, ...},
+  windows [{"index", "vcpus", "insns_user", "insns_kernel",
+            "cache": {"l1i"|"l1d"|"ll": {size, assoc, line, refs_user, refs_kernel,
+                                          misses_user, misses_kernel}}}],
+  counts {"insns_user", "insns_kernel", and with the cache model
+          "l1i_refs_user", "l1i_misses_kernel", ... summed over windows},
+  symbols null or {"by_insns": [[name, insns, l1i_misses], ...], "by_l1i_misses": [...]}
+  (summed over windows).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from perfab.errors import PerfabError, UsageError
+from perfab.kernel import qemu, tcg
+
+GUEST_FAILURE_EXIT = 125
+KEYS = {"kernel", "argv", "result", "cmdline", "vcpus", "memory_mb", "accel", "plugin", "deterministic",
+        "cwd", "env", "files", "timeout_s", "symbols", "top", "cache_dir"}
+
+
+def request_from_json(doc: dict) -> qemu.BootRequest:
+    """The boot request a JSON request describes; a bad key or type is a UsageError."""
+    unknown = sorted(set(doc) - KEYS)
+    if unknown:
+        raise UsageError(f"unknown key(s) {', '.join(unknown)} in the launch request: use {', '.join(sorted(KEYS))}")
+    for key in ("kernel", "argv"):
+        if key not in doc:
+            raise UsageError(f"the launch request has no {key!r}: add it")
+    argv = doc["argv"]
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise UsageError("argv in the launch request must be a non-empty list of strings")
+    plugin = doc.get("plugin")
+    try:
+        opts = None if plugin is None else qemu.PluginOptions(**plugin)
+    except TypeError as e:
+        raise UsageError(f"plugin in the launch request: {e}; use cache, l1i, l1d, ll") from e
+    env = doc.get("env") or {}
+    return qemu.BootRequest(
+        kernel=str(doc["kernel"]), argv=tuple(argv), cmdline=str(doc.get("cmdline", "")),
+        vcpus=int(doc.get("vcpus", 1)), memory_mb=int(doc.get("memory_mb", 1024)),
+        accel=str(doc.get("accel", "auto")), plugin=opts,
+        deterministic=bool(doc.get("deterministic", True)),
+        cwd=str(doc.get("cwd", "/")), env=tuple((str(k), str(v)) for k, v in env.items()),
+        files=tuple(str(f) for f in doc.get("files", ())), timeout_s=float(doc.get("timeout_s", 300)),
+        kallsyms=doc.get("symbols") == "guest", cache_dir=doc.get("cache_dir"))
+
+
+def result_to_json(res: qemu.BootResult, symbols: str | list | None, top: int) -> dict:
+    """The result document written beside the run."""
+    return {
+        "status": res.status, "failure": res.failure, "console_tail": res.console_tail,
+        "accel": res.accel, "vcpus_seen": res.vcpus_seen, "guest_wall_s": res.guest_wall_s,
+        "host_wall_s": res.host_wall_s, "deltas": res.deltas,
+        "windows": [_window_json(w) for w in res.records],
+        "counts": summed_counts(res.records),
+        "symbols": _symbols_json(symbols, res.records, top) if symbols and res.records else None,
+    }
+
+
+def _window_json(w: tcg.Window) -> dict:
+    return {"index": w.index, "vcpus": w.vcpus, "insns_user": w.insns_user,
+            "insns_kernel": w.insns_kernel, "cache": {k: asdict(v) for k, v in w.cache.items()}}
+
+
+def summed_counts(windows: tuple[tcg.Window, ...]) -> dict[str, int]:
+    """Counts over every window: insns_user/kernel and LEVEL_refs|misses_user|kernel."""
+    out: dict[str, int] = {}
+    for w in windows:
+        out["insns_user"] = out.get("insns_user", 0) + w.insns_user
+        out["insns_kernel"] = out.get("insns_kernel", 0) + w.insns_kernel
+        for level, c in w.cache.items():
+            for kind in ("refs_user", "refs_kernel", "misses_user", "misses_kernel"):
+                key = f"{level}_{kind}"
+                out[key] = out.get(key, 0) + getattr(c, kind)
+    return out
+
+
+def _symbols_json(source: str | list, windows: tuple[tcg.Window, ...], top: int) -> dict:
+    merged = tcg.Window(index=0, vcpus=windows[0].vcpus, insns_user=0, insns_kernel=0,
+                        kernel_tbs=tuple(tb for w in windows for tb in w.kernel_tbs))
+    by_insns, by_misses = tcg.symbolize(source, merged, top=top)
+    return {"by_insns": [[s.name, s.insns, s.l1i_misses] for s in by_insns],
+            "by_l1i_misses": [[s.name, s.insns, s.l1i_misses] for s in by_misses]}
+
+
+def run(request_path: str, stdout=None, stderr=None) -> int:
+    """Boot for one request file; returns the exit code (workload status, 125 or 2)."""
+    out = stdout or sys.stdout.buffer
+    err = stderr or sys.stderr.buffer
+    try:
+        doc = json.loads(Path(request_path).read_text())
+        if not isinstance(doc, dict):
+            raise UsageError(f"{request_path} is not a JSON object: write the launch request as one")
+        req = request_from_json(doc)
+        result_path = Path(doc.get("result") or Path(request_path).with_suffix(".result.json"))
+        res = qemu.boot(req)
+        symbols = doc.get("symbols")
+        if symbols == "guest":
+            symbols = tcg.parse_symbols(res.kallsyms.decode("utf-8", "replace")) or None
+        body = result_to_json(res, symbols, int(doc.get("top", 20)))
+    except (OSError, ValueError) as e:
+        err.write(f"perfab.kernel.launch: cannot use {request_path}: {e}\n".encode())
+        return 2
+    except PerfabError as e:
+        err.write(f"perfab.kernel.launch: {e}\n".encode())
+        return e.exit_code
+    out.write(res.stdout)
+    err.write(res.stderr)
+    if res.failure:
+        err.write(f"perfab.kernel.launch: {res.failure}\n".encode())
+    _write_json(result_path, body)
+    return GUEST_FAILURE_EXIT if res.failure else int(res.status or 0) & 0xFF
+
+
+def _write_json(path: Path, body: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(body, indent=1))
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    # a runner stopping this run with SIGTERM must not leave the guest running:
+    # SystemExit unwinds through boot(), which kills QEMU's process group
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        sys.stderr.write("usage: python -m perfab.kernel.launch REQUEST.json\n")
+        return 2
+    return run(args[0])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

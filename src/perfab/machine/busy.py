@@ -1,0 +1,156 @@
+"""Other work on the machine while the runs ran, from ``/proc/stat``.
+
+The load average only says how long the run queue was at one moment.
+What matters for a measurement is how much of the CPUs' time went to work
+that was not the experiment while it ran.  Around every run the runner
+reads the aggregate ``cpu`` line of ``/proc/stat`` (clock ticks of user,
+nice, system, idle, iowait, irq, softirq and steal time, summed over the
+CPUs) and perfab's own CPU time (``getrusage(RUSAGE_SELF)``).  Over the
+run's window::
+
+    capacity = the eight fields together: every CPU's time
+    busy     = user + nice + system + irq + softirq
+    ours     = perfab's own CPU time + the measured command's (wait4
+               rusage: perf or valgrind included) + its service's
+    other    = busy - ours
+    steal    = steal: time the hypervisor gave these CPUs to someone else
+
+Summed over the session, ``other / capacity`` is other work's share of the
+machine and ``steal / capacity`` the hypervisor's.  ``/proc/stat`` charges
+whole ticks (1/USER_HZ s) to whatever runs when the tick fires, so one short
+run reads coarsely (and a window's ``other`` may come out a tick below
+zero); over many runs the sampling is unbiased, and the sums are kept
+unclipped for that reason.  Above ``OTHER_SHARE_LIMIT`` or
+``STEAL_SHARE_LIMIT`` the report's SETUP warns.
+
+The sums are stored in the session's environment snapshot under ``busy.*``
+(added when the session ends; a resumed session adds to them).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from dataclasses import dataclass
+from pathlib import Path
+
+OTHER_SHARE_LIMIT = 0.10  # other work above 10% of the CPUs' time during the runs: warn
+STEAL_SHARE_LIMIT = 0.02  # steal above 2% of the CPUs' time: warn
+KEYS = ("busy.other_cpu_s", "busy.steal_s", "busy.capacity_s", "busy.runs")  # in the environment snapshot
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class CpuStat:
+    """The aggregate ``cpu`` line of ``/proc/stat``, in seconds summed over the CPUs."""
+
+    busy_s: float  # user + nice + system + irq + softirq
+    steal_s: float  # time the hypervisor ran something else on these CPUs
+    total_s: float  # user .. steal together: every CPU's time so far
+
+
+def read_cpu_stat(root: Path = Path("/")) -> CpuStat | None:
+    """The machine's CPU time counters now; None where ``/proc/stat`` is missing or unreadable."""
+    try:
+        with open(root / "proc" / "stat", "rb") as f:
+            first = f.readline().decode("ascii", "replace").split()
+    except OSError:
+        return None
+    if len(first) < 9 or first[0] != "cpu":
+        return None
+    try:
+        user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in first[1:9])
+    except ValueError:
+        return None
+    busy = user + nice + system + irq + softirq
+    return CpuStat(busy * _TICK_S, steal * _TICK_S, (busy + idle + iowait + steal) * _TICK_S)
+
+
+def own_cpu_s() -> float:
+    """perfab's own user and system time so far (this process, not its children)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass(frozen=True)
+class Busy:
+    """Other work's CPU time over the measured runs' windows, summed."""
+
+    other_cpu_s: float  # CPU time of work that was neither perfab, its runs nor their services
+    steal_s: float  # CPU time the hypervisor gave away
+    capacity_s: float  # every CPU's time over the windows
+    runs: int  # windows summed
+
+    def add(self, other: "Busy") -> "Busy":
+        return Busy(self.other_cpu_s + other.other_cpu_s, self.steal_s + other.steal_s,
+                    self.capacity_s + other.capacity_s, self.runs + other.runs)
+
+    def other_share(self) -> float:
+        """Other work's share of the CPUs' time, 0..1 (a sum a few ticks below zero reads 0)."""
+        return max(0.0, self.other_cpu_s / self.capacity_s) if self.capacity_s > 0 else 0.0
+
+    def steal_share(self) -> float:
+        """The hypervisor's share of the CPUs' time, 0..1."""
+        return max(0.0, self.steal_s / self.capacity_s) if self.capacity_s > 0 else 0.0
+
+    def to_env(self) -> dict[str, str]:
+        values = (self.other_cpu_s, self.steal_s, self.capacity_s, self.runs)
+        return {k: repr(v) for k, v in zip(KEYS, values)}
+
+    @classmethod
+    def from_env(cls, env: dict[str, str]) -> "Busy | None":
+        """The sums stored in a session's environment; None for a session without them."""
+        try:
+            other, steal, capacity = (float(env[k]) for k in KEYS[:3])
+            return cls(other, steal, capacity, int(env[KEYS[3]]))
+        except (KeyError, ValueError):
+            return None
+
+    def describe(self) -> str:
+        """One line for SETUP."""
+        return (f"Other work: {_pct(self.other_share())} of the CPUs' time during the runs, steal "
+                f"{_pct(self.steal_share())} (/proc/stat over {self.runs} runs; warn above "
+                f"{_pct(OTHER_SHARE_LIMIT)} and {_pct(STEAL_SHARE_LIMIT)})")
+
+    def warning(self) -> str | None:
+        """A warning when other work or steal exceeded its limit, else None."""
+        parts = []
+        if self.other_share() > OTHER_SHARE_LIMIT:
+            parts.append(f"other work took {_pct(self.other_share())} of the CPUs' time during the runs "
+                         f"(limit {_pct(OTHER_SHARE_LIMIT)})")
+        if self.steal_share() > STEAL_SHARE_LIMIT:
+            parts.append(f"the hypervisor stole {_pct(self.steal_share())} of it (limit {_pct(STEAL_SHARE_LIMIT)})")
+        if not parts:
+            return None
+        return f"busy machine: {'; '.join(parts)}; spreads are wider and small effects hide: stop the other work " \
+               "and run again"
+
+
+def _pct(share: float) -> str:
+    return f"{100 * share:.1f}%"
+
+
+class BusyMeter:
+    """Sums other work over run windows: ``start()`` before a run, ``stop(run_cpu_s)`` after it."""
+
+    def __init__(self, root: Path = Path("/")):
+        self.root = root
+        self.total = Busy(0.0, 0.0, 0.0, 0)  # the sums so far
+        self._at: tuple[CpuStat, float] | None = None
+
+    def start(self) -> None:
+        stat = read_cpu_stat(self.root)
+        self._at = None if stat is None else (stat, own_cpu_s())
+
+    def stop(self, run_cpu_s: float | None) -> None:
+        """End the window; ``run_cpu_s`` is the run's (and its service's) CPU time, None when unknown."""
+        if self._at is None:
+            return
+        (before, own_before), self._at = self._at, None
+        after = read_cpu_stat(self.root)
+        if after is None or run_cpu_s is None:
+            return
+        ours = own_cpu_s() - own_before + run_cpu_s
+        window = Busy(after.busy_s - before.busy_s - ours, after.steal_s - before.steal_s,
+                      after.total_s - before.total_s, 1)
+        self.total = self.total.add(window)
