@@ -2,7 +2,7 @@
 #   make demo   run the bundled default experiment and print its report
 #   make test   run the whole test suite
 #   make studies  run the four bundled studies (examples/00N-*/) and print their tables
-#   make kernel-studies  run the studies on real kernels (builds and boots Linux 6.1 under QEMU)
+#   make kernel-studies  run the five studies on real kernels (examples/kernel-00N-*/: builds and boots Linux 6.1 under QEMU)
 
 PYTHON ?= python3
 VENV   := .venv
@@ -37,6 +37,26 @@ studies: $(STAMP) sysdeps native
 	$(VENV)/bin/perfab run examples/003-paravirt-lock/cachegrind.toml --db $(STUDIES_DB)
 	$(VENV)/bin/perfab run examples/003-paravirt-lock/time.toml --db $(STUDIES_DB)
 	$(VENV)/bin/perfab run examples/004-tlb-shootdown/sweep.toml --db $(STUDIES_DB)
+
+# The kernel studies (see each examples/kernel-00N-*/README.md): every side boots a
+# Linux 6.1 built from Debian's source (tinyconfig + the study's options and patches)
+# under QEMU, one guest per run.  Kernels are cached under .perfab/kernel by source,
+# resolved config, patches and compiler, so a second `make kernel-studies` builds
+# nothing; sides with the same options share one build.  Each study's report is printed
+# after its runs, then `perfab size` on the two vmlinux of 000 and 001.
+KSTUDIES_DB := .perfab/kernel-studies.db
+KSTUDIES    := kernel-000-spin-unlock kernel-001-asm-inline kernel-002-osq-padding \
+               kernel-003-paravirt-spinlocks kernel-004-tlb-shootdown
+VMLINUX     := $(PY) examples/kernel-vmlinux.py
+
+kernel-studies: $(STAMP) sysdeps kernel-deps native
+	rm -f $(KSTUDIES_DB) $(KSTUDIES_DB)-wal $(KSTUDIES_DB)-shm
+	for s in $(KSTUDIES); do \
+		$(VENV)/bin/perfab run examples/$$s/spec.toml --db $(KSTUDIES_DB) || exit 1; \
+	done
+	$(VENV)/bin/perfab size $$($(VMLINUX) examples/kernel-000-spin-unlock/spec.toml outline inlined)
+	$(VENV)/bin/perfab size $$($(VMLINUX) examples/kernel-001-asm-inline/spec.toml asm asm_inline)
+	PERFAB_KERNEL_BUILDS=1 $(PY) -m pytest -q tests/kernel_build
 
 # System tools the measurement backends and tests rely on; installed only if absent.
 sysdeps:
@@ -86,11 +106,6 @@ kernel-deps:
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
-
-# The studies on real kernels (issue 15); kernels are cached under .perfab/kernel.
-kernel-studies: $(STAMP) kernel-deps
-	# the kernel studies are run here
-	PERFAB_KERNEL_BUILDS=1 $(PY) -m pytest -q tests/kernel_build
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
