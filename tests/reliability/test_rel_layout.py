@@ -116,3 +116,15 @@ def test_a_side_this_session_cannot_expand_is_left_out(tmp_path):
 def two_sides_external() -> str:
     return ('[experiment]\nname = "x"\nruns = 2\n\n[[variant]]\nname = "a"\nexternal = true\n\n'
             '[[variant]]\nname = "b"\nexternal = true\n\n[[workload]]\nname = "w"\nargv = ["{build}/prog"]\n')
+
+
+@pytest.mark.parametrize("fill", [1, 5, 9, 13])
+def test_one_more_variable_on_one_side_is_padded_whatever_perfabs_own_environment(tmp_path, monkeypatch, fill):
+    """Regression: equal string bytes alone left a side with one more variable a pointer slot (and, after the
+    kernel's 16-byte rounding, a whole 16 bytes) off, for some lengths of the environment perfab ran in."""
+    monkeypatch.setenv("PERFAB_TEST_FILL", "x" * fill)
+    spec = sides(tmp_path, 'env = {EXTRA = "a-value-only-one-side-has-0123456789"}')
+    out = cli("run", spec, "--db", tmp_path / "r.db", "--no-report")
+    assert out.code == 0, out.err
+    offsets = stack_offsets(tmp_path / "r.db")
+    assert len(offsets["short"]) == 1 and offsets["short"] == offsets["long"], offsets

@@ -26,14 +26,9 @@ HEADROOM = 64  # bytes of padding the longest side still gets: the variable is a
 LAYOUT = f"argv, environment and program path padded to equal bytes on every side ({PAD_VAR})"
 
 
-POINTER = 8  # bytes of each argv and envp slot on a 64-bit stack
-
-
 def string_bytes(argv: list[str], env: dict[str, str], cwd: str | None) -> int:
-    """Bytes exec puts on a new stack for argv, ``NAME=value`` pairs and the program's path: the strings and
-    a pointer per argv and envp entry (a side with one more variable has one more slot to make up for)."""
-    entries = len(argv) + len([k for k in env if k != PAD_VAR])
-    total = POINTER * entries + sum(len(os.fsencode(a)) + 1 for a in argv)
+    """Bytes of the strings exec puts on a new stack: argv, ``NAME=value`` pairs and the program's path."""
+    total = sum(len(os.fsencode(a)) + 1 for a in argv)
     total += sum(len(os.fsencode(k)) + len(os.fsencode(v)) + 2 for k, v in env.items() if k != PAD_VAR)
     return total + len(os.fsencode(_program_path(argv[0], env, cwd))) + 1 if argv else total
 
@@ -50,25 +45,40 @@ def _program_path(program: str, env: dict[str, str], cwd: str | None) -> str:
     return shutil.which(program, path=env.get("PATH", os.defpath)) or program
 
 
+def slots(count: int) -> dict[str, str]:
+    """``count`` empty variables: a side with fewer variables gets as many argv/envp slots as the others."""
+    return {f"{PAD_VAR}_{i}": "" for i in range(count)}
+
+
 class Padding:
-    """Each run's padded environment, with the widest side's string bytes kept per (workload, sweep point)."""
+    """Each run's padded environment: every side at a (workload, sweep point) gets the same number of argv and
+    environment entries (``slots``) and the same string bytes (``PAD_VAR``), so the stack starts alike even
+    after the kernel's 16-byte rounding of strings and pointers."""
 
     def __init__(self, variants: tuple[Variant, ...]):
         self.variants = variants
-        self._widest: dict[tuple, int] = {}  # (workload, sweep point) -> string bytes of its widest side
+        self._widest: dict[tuple, tuple[int, int]] = {}  # (workload, sweep point) -> (entries, string bytes)
 
     def env(self, variant: Variant, workload: Workload, params: tuple, cwd: str | None,
             values_of: Callable[[Variant], dict], env_of: Callable[[Variant], dict]) -> dict[str, str]:
         """``variant``'s environment for a run of ``workload`` at ``params``, padded to the widest side."""
-        def need(v: Variant) -> int | None:
+        def shape(v: Variant, extra: int = 0) -> tuple[int, int] | None:
             try:
                 argv = [expand(a, values_of(v)) for a in workload.argv]
             except PerfabError:  # a side this session does not run or build ({build} of another boot)
                 return None
-            return string_bytes(["/bin/sh", "-c", *argv] if workload.shell else argv, env_of(v), cwd)
+            argv = ["/bin/sh", "-c", *argv] if workload.shell else argv
+            env = {**env_of(v), **slots(extra)}
+            return len(argv) + len([k for k in env if k != PAD_VAR]), string_bytes(argv, env, cwd)
 
         key = (workload.name, params)
-        own = need(variant) or 0
         if key not in self._widest:
-            self._widest[key] = max([own] + [n for v in self.variants if (n := need(v)) is not None])
-        return pad_env(env_of(variant), own, max(own, self._widest[key]))
+            shapes = {v.name: s for v in self.variants if (s := shape(v)) is not None}
+            entries = max([e for e, _ in shapes.values()] + [0])
+            widest = max([shape(v, entries - shapes[v.name][0])[1] for v in self.variants if v.name in shapes] + [0])
+            self._widest[key] = (entries, widest)
+        entries, widest = self._widest[key]
+        own = shape(variant)
+        extra = max(0, entries - own[0]) if own else 0
+        own_bytes = padded[1] if (padded := shape(variant, extra)) else 0
+        return pad_env({**env_of(variant), **slots(extra)}, own_bytes, max(widest, own_bytes))
