@@ -213,6 +213,8 @@ def solve_triangles(d: np.ndarray, h: np.ndarray, w: np.ndarray, target: float) 
     solves one quadratic on its segment.
     """
     ref = float(np.median(d))
+    # a half-width lost below float precision (a step far smaller than the values) is a near point mass
+    h = np.maximum(h, np.finfo(float).eps * max(1.0, float(np.max(np.abs(d))) if len(d) else 1.0))
     a, c, b = d - h - ref, d - ref, d + h - ref
     s = w / (2 * h * h)  # each triangle: s (t - a)^2 on [a, c), w - s (b - t)^2 on [c, b), w beyond
     knots = np.concatenate([a, c, b])
