@@ -52,7 +52,7 @@ class GuestBackend:
 
     def __init__(self, measure: Measure, cache_root: Path = Path(".perfab/kernel")):
         self.measure, self.cache_root = measure, cache_root
-        self.kernels: dict[str, object] = {}  # side -> perfab.kernel.boot image (resolved by prepare)
+        self.kernels: dict[str, object] = {}  # side -> perfab.kernel.sides.KernelImage (resolved by prepare)
         self.accel: str | None = None
 
     def prepare(self, variants: tuple[Variant, ...], say) -> None:
@@ -66,11 +66,13 @@ class GuestBackend:
         self.accel = choose_accel(self.measure.accel, say, first, self.cache_root)
 
     def plan_lines(self, variants: tuple[Variant, ...]) -> list[str]:
+        """Each side's kernel (built before, or to build) and its boots, for ``perfab plan``."""
         from perfab.kernel.sides import plan_lines
 
         return plan_lines(variants, self.measure, self.cache_root)
 
     def for_side(self, variant: Variant) -> "GuestSide":
+        """This backend bound to ``variant``'s prepared kernel."""
         if variant.name not in self.kernels:
             raise UsageError(f"side {variant.name!r} has no prepared kernel; this is a bug in the caller: "
                              "call prepare() with every side first")
