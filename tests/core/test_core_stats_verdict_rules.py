@@ -244,3 +244,17 @@ def test_a_grid_step_below_the_values_float_precision_is_a_point_mass_not_nan():
     base = 1e9 + np.array([0, 1, 2, 3, 5, 8]) * 1e-7
     exp = 1e9 + np.array([1, 2, 3, 4, 6, 9]) * 1e-7
     assert 1 <= grid_rank(base, exp) <= len(base) * len(exp) + 1
+
+
+def test_eight_correlated_runs_are_warned_about_not_widened():
+    """Regression: at 8 runs per side an r1 of 0.4 became rho 0.9 (the bias correction divides by n - 4),
+    widened study 004's interval 4.4x and turned its -71% ops/s into ns."""
+    from perfab.analyse.methods import get_method
+    from perfab.analyse.verdicts import serial_widening
+
+    base = np.array([100.0, 101, 102, 103, 104, 105, 106, 107])  # a trend: strongly correlated in run order
+    exp = base * 0.3
+    method = get_method("nonparametric")
+    est = method.compare(base, exp, 0.95)
+    out, notes = serial_widening(est, method, base, exp, 0.95)
+    assert out is est and len(notes) == 1 and "too few to estimate" in notes[0], notes
