@@ -305,7 +305,7 @@ class _FlakyTool:
     def prepare(self, variants, say):
         return None
 
-    def for_side(self, variant):
+    def for_side(self, variant, workload):
         return self
 
     def groups(self):

@@ -81,8 +81,16 @@ def test_a_prebuilt_image_finds_its_system_map(tmp_path):
     kernel = resolve_kernel(exp.variants[0], tmp_path, print)
     assert kernel.symbols == tmp_path / "System.map-6.1.0-x"
     request = launch_request(kernel, exp.variants[0], exp.measure, "tcg", {"cache": False}, ["/bin/true"],
-                             tmp_path / "r.json")
+                             tmp_path / "r.json", 540.0)
     assert request["cmdline"] == "quiet" and request["argv"] == ["/bin/true"]
+
+    from perfab.run.backends.guest import GuestBackend
+
+    backend = GuestBackend(exp.measure, tmp_path)
+    backend.kernels, backend.accel = {"a": kernel}, "tcg"
+    workload = exp.workloads[0]  # timeout 600 s: a hung guest must fail inside it, with its console's tail
+    request = backend.for_side(exp.variants[0], workload).request(["/bin/true"], tmp_path / "r.json")
+    assert 0 < request["timeout_s"] < workload.timeout_s
 
 
 def test_no_qemu_is_a_usage_error(monkeypatch, tmp_path):

@@ -131,7 +131,8 @@ def _kvm_problem(kernel: KernelImage | None, cache_root: Path) -> str | None:
 
 
 def launch_request(kernel: KernelImage, variant: Variant, measure: Measure, accel: str, plugin: dict | None,
-                   argv: list[str], result: Path, cache_root: Path = Path(".perfab/kernel")) -> dict:
+                   argv: list[str], result: Path, deadline_s: float,
+                   cache_root: Path = Path(".perfab/kernel")) -> dict:
     """The JSON request ``perfab.kernel.launch`` reads for one run (its keys are listed there).
 
     Without a symbol map (Debian's /boot holds a stub), the guest's own
@@ -142,7 +143,7 @@ def launch_request(kernel: KernelImage, variant: Variant, measure: Measure, acce
         "cache_dir": str(Path(cache_root, "guest").resolve()),
         "cmdline": variant.kernel.cmdline, "vcpus": measure.vcpus, "memory_mb": measure.memory_mb, "accel": accel,
         "plugin": plugin, "argv": list(argv), "env": dict(variant.env), "files": list(measure.files),
-        "top": TOP_SYMBOLS, "result": str(result),
+        "top": TOP_SYMBOLS, "result": str(result), "timeout_s": deadline_s,
     }
 
 

@@ -79,6 +79,9 @@ class Padding:
             self._widest[key] = (entries, widest)
         entries, widest = self._widest[key]
         own = shape(variant)
-        extra = max(0, entries - own[0]) if own else 0
-        own_bytes = padded[1] if (padded := shape(variant, extra)) else 0
-        return pad_env({**env_of(variant), **slots(extra)}, own_bytes, max(widest, own_bytes))
+        if own is None:
+            return pad_env(env_of(variant), 0, widest)
+        extra = max(0, entries - own[0])
+        env = {**env_of(variant), **slots(extra)}
+        own_bytes = own[1] + string_bytes([], slots(extra), cwd)
+        return pad_env(env, own_bytes, max(widest, own_bytes))

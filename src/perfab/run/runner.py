@@ -364,7 +364,7 @@ class Runner:
         started = time.time()
         if (problem := ctx.service_problem()) is not None:
             return _not_run(started, problem)
-        backend = self.backend.for_side(variant)
+        backend = self.backend.for_side(variant, workload)
         around = Around(self.exp, ctx, self._service_counter(ctx, group, scratch), not backend.own_interrupts)
         if (problem := around.start()) is not None:
             return _not_run(started, problem)

@@ -61,8 +61,8 @@ class Backend(Protocol):
         """Make ready what the sides need (build kernels, probe the accelerator); errors before any run."""
         ...
 
-    def for_side(self, variant) -> "Backend":
-        """The backend that measures the runs of ``variant``."""
+    def for_side(self, variant, workload) -> "Backend":
+        """The backend that measures the runs of ``workload`` on ``variant``."""
         ...
 
     def plan_lines(self, variants: tuple) -> list[str]:
@@ -96,7 +96,7 @@ class SameForEverySide:
         """Nothing to make ready."""
         return None
 
-    def for_side(self, variant) -> "SameForEverySide":
+    def for_side(self, variant, workload) -> "SameForEverySide":
         """This backend, whatever the side."""
         return self
 

@@ -28,7 +28,7 @@ from perfab.errors import UsageError
 from perfab.machine.interrupts import COSTS
 from perfab.run.backends.base import Measurement, MetricInfo
 from perfab.run.backends.cache_geometry import parse_level
-from perfab.spec import Measure, Variant
+from perfab.spec import Measure, Variant, Workload
 
 REQUEST, RESULT = "guest-request.json", "guest-result.json"
 DEFAULT_GEOMETRY = {"l1i": "32K,8,64", "l1d": "32K,8,64", "ll": "8M,16,64"}
@@ -71,18 +71,18 @@ class GuestBackend:
 
         return plan_lines(variants, self.measure, self.cache_root)
 
-    def for_side(self, variant: Variant) -> "GuestSide":
-        """This backend bound to ``variant``'s prepared kernel."""
+    def for_side(self, variant: Variant, workload: Workload) -> "GuestSide":
+        """This backend bound to ``variant``'s prepared kernel and ``workload``'s deadline."""
         if variant.name not in self.kernels:
             raise UsageError(f"side {variant.name!r} has no prepared kernel; this is a bug in the caller: "
                              "call prepare() with every side first")
-        return GuestSide(self, variant)
+        return GuestSide(self, variant, guest_deadline(workload.timeout_s))
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         return ((),)
 
     def wrap(self, argv: list[str], scratch: Path, group: tuple[str, ...]) -> list[str]:
-        raise UsageError("the guest backend measures a side at a time: use for_side(variant).wrap")
+        raise UsageError("the guest backend measures a side at a time: use for_side(variant, workload).wrap")
 
     def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
         return read_result(Path(scratch) / RESULT, self.measure.interrupts, self.measure.vmstat)
@@ -112,11 +112,17 @@ def _plugin_geometry(key: str, text: str) -> str:
     return f"{level.size_bytes}:{level.assoc}:{level.line_bytes}"
 
 
+def guest_deadline(timeout_s: float) -> float:
+    """The launcher's deadline for a guest: inside the run's own timeout, so a hung guest fails with its
+    console's tail before the runner kills the launcher (which leaves no result)."""
+    return max(timeout_s * 0.9, timeout_s - 10.0)
+
+
 class GuestSide:
     """The guest backend bound to one side: its kernel and command line go into each run's request."""
 
-    def __init__(self, parent: GuestBackend, variant: Variant):
-        self.parent, self.variant = parent, variant
+    def __init__(self, parent: GuestBackend, variant: Variant, deadline_s: float):
+        self.parent, self.variant, self.deadline_s = parent, variant, deadline_s
         self.name, self.wraps_workload, self.own_interrupts = parent.name, True, True
         self.simulated = True
 
@@ -134,7 +140,8 @@ class GuestSide:
         from perfab.kernel.sides import launch_request
 
         return launch_request(self.parent.kernels[self.variant.name], self.variant, self.parent.measure,
-                              self.parent.accel, self.parent.plugin_options(), argv, result, self.parent.cache_root)
+                              self.parent.accel, self.parent.plugin_options(), argv, result, self.deadline_s,
+                              self.parent.cache_root)
 
     def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
         return self.parent.collect(scratch, group, status)
