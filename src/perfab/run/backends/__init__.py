@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfab.run.backends.base import Backend, Measurement, MetricInfo, SameForEverySide
+from perfab.metrics import Metric
+from perfab.run.backends.base import Backend, Measurement, SameForEverySide
 from perfab.spec import Measure
 
 
@@ -23,7 +24,7 @@ class TimeBackend(SameForEverySide):
     def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
         return Measurement({})
 
-    def metric_info(self) -> dict[str, MetricInfo]:
+    def metric_info(self) -> dict[str, Metric]:
         return {}
 
 
@@ -45,4 +46,4 @@ def make_backend(measure: Measure) -> Backend:
     return TimeBackend()
 
 
-__all__ = ["Backend", "Measurement", "MetricInfo", "TimeBackend", "make_backend"]
+__all__ = ["Backend", "Measurement", "TimeBackend", "make_backend"]

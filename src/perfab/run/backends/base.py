@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from perfab.metrics import Metric
+
 
 @dataclass(frozen=True)
 class Measurement:
@@ -38,15 +40,6 @@ class Measurement:
     rusage: dict[str, float] = field(default_factory=dict)  # the workload's own user_s/sys_s, read by a wrapper
     profile: dict[str, float] = field(default_factory=dict)  # profile key -> self share, percent of samples
     transient: bool = False  # the failure is a race of the measuring tool, not the workload's: run it again
-
-
-@dataclass(frozen=True)
-class MetricInfo:
-    """How a backend's metric is read and judged unless the spec overrides it."""
-
-    unit: str  # "", "s", "ops/s", "count", ...
-    higher_is_better: bool | None  # None: no direction (a count with no good side)
-    exact: bool = False  # deterministic count: the exact method applies
 
 
 class Backend(Protocol):
@@ -81,8 +74,8 @@ class Backend(Protocol):
         """Read the run's metrics; ``status`` is the raw ``wait4`` status."""
         ...
 
-    def metric_info(self) -> dict[str, MetricInfo]:
-        """Defaults for the metrics this backend produces."""
+    def metric_info(self) -> dict[str, Metric]:
+        """The metrics this backend produces (``perfab.metrics.resolve``), unless the spec overrides them."""
         ...
 
 
