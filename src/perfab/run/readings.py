@@ -18,6 +18,7 @@ import math
 import re
 import signal
 from dataclasses import replace
+from functools import lru_cache
 
 from perfab.errors import PerfabError
 from perfab.metrics import RUSAGE, Metric, resolve
@@ -78,7 +79,13 @@ def record(ex: Execution, started: float, measurement, parse, backend: Backend, 
 
 def parsed_metric(name: str, parsed) -> Metric:
     """The metric a parser read (``perfab.parsers.ParsedMetric``): its unit and direction as the parser gave them."""
-    return resolve(name, unit=parsed.unit, higher_is_better=parsed.higher_is_better, exact=False, origin="parser")
+    return _parsed(name, parsed.unit, parsed.higher_is_better)
+
+
+@lru_cache(maxsize=4096)
+def _parsed(name: str, unit: str | None, higher_is_better: bool | None) -> Metric:
+    """Every run of a workload prints the same metrics: each is resolved once."""
+    return resolve(name, unit=unit, higher_is_better=higher_is_better, exact=False, origin="parser")
 
 
 def _add(metrics: dict, sources: dict, values: dict, source: str) -> None:
