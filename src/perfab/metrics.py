@@ -29,7 +29,6 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Protocol
 
-ORIGINS = ("rusage", "backend", "parser", "service", "machine")  # who produced a metric's samples
 TIME_UNITS = ("s", "ms", "us", "ns", "sec", "msec", "usec")  # units of a duration
 INTERRUPT_COSTS = frozenset({"TLB", "CAL", "RES"})  # IPI rows of /proc/interrupts: lower is better
 
@@ -43,7 +42,7 @@ class Metric:
     unit: str | None  # unit of the values; None: nobody said
     direction: str | None  # "higher" or "lower" is better; None: no side is better
     exact: bool = False  # a deterministic count: equal runs give equal values, the exact method applies
-    origin: str = "backend"  # rusage | backend | parser | service | machine (ORIGINS)
+    origin: str = "backend"  # who produced its samples: rusage | backend | parser | service | machine
 
     @property
     def higher_is_better(self) -> bool | None:
