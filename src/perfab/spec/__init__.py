@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from perfab.errors import SpecError
-from perfab.spec.schema import BACKENDS, FDR_METHODS, METHODS, ORDERS  # noqa: F401 (one source of truth)
 
 
 @dataclass(frozen=True)
@@ -26,14 +25,14 @@ class MetricSpec:
     """How one metric of a workload is labelled and judged."""
 
     name: str  # metric name as the parser or backend produces it
-    unit: str | None = None  # overrides the parser's unit
-    higher_is_better: bool | None = None  # None: keep the parser's / backend's direction
-    margin_pct: float | None = None  # equivalence margin for `flat`; None: the experiment default
-    primary: bool = False  # a `**` regression here fails `report --fail-on-regression`
-    check: float | None = None  # a check metric must equal this in every run (shown `valid`)
-    method: str | None = None  # statistical method override: nonparametric | exact | normal
-    label: str | None = None  # row label in the report
-    no_direction: bool = False  # direction = "none" was written: no side is better, whatever the parser says
+    unit: str | None  # overrides the parser's unit
+    higher_is_better: bool | None  # None: keep the parser's / backend's direction
+    margin_pct: float | None  # equivalence margin for `flat`; None: the experiment default
+    primary: bool  # a `**` regression here fails `report --fail-on-regression`
+    check: float | None  # a check metric must equal this in every run (shown `valid`)
+    method: str | None  # statistical method override: nonparametric | exact | normal
+    label: str | None  # row label in the report
+    no_direction: bool  # direction = "none" was written: no side is better, whatever the parser says
 
 
 @dataclass(frozen=True)
@@ -44,10 +43,10 @@ class Service:
     port: int | None  # wait until 127.0.0.1:port accepts connections
     ready_timeout_s: float  # give up waiting after this long
     cwd: str | None  # working directory for the server
-    log_dir: str = ".perfab/logs"  # where each start's output is kept
-    requests_metric: str | None = None  # client metric counting requests, for server CPU per request
-    counters: str | None = None  # perf backend: also count the server's "pids" or its "cpus"
-    cpus: str | None = None  # the CPU list counted with counters = "cpus"
+    log_dir: str  # where each start's output is kept
+    requests_metric: str | None  # client metric counting requests, for server CPU per request
+    counters: str | None  # perf backend: also count the server's "pids" or its "cpus"
+    cpus: str | None  # the CPU list counted with counters = "cpus"
 
 
 @dataclass(frozen=True)
@@ -65,7 +64,7 @@ class Workload:
     teardown: tuple[str, ...]  # shell commands run once after, always
     service: Service | None  # a server the workload talks to
     metrics: tuple[MetricSpec, ...]  # declarations for the workload's metrics
-    params: tuple[tuple[str, tuple[str, ...]], ...] = ()  # sweep parameters and their values, in spec order
+    params: tuple[tuple[str, tuple[str, ...]], ...]  # sweep parameters and their values, in spec order
 
 
 @dataclass(frozen=True)
@@ -95,9 +94,9 @@ class Variant:
     external: bool  # the side cannot be switched within a session (e.g. a booted kernel)
     detect: str | None  # shell command whose output identifies the current external side
     detect_pattern: str | None  # regex matched against detect's output
-    git: str | None = None  # build this side from this commit of experiment.repo
-    build: tuple[str, ...] = ()  # build command of this side (argv; one string runs with /bin/sh -c)
-    kernel: Kernel | None = None  # the kernel this side boots for its runs; None: runs on this machine
+    git: str | None  # build this side from this commit of experiment.repo
+    build: tuple[str, ...]  # build command of this side (argv; one string runs with /bin/sh -c)
+    kernel: Kernel | None  # the kernel this side boots for its runs; None: runs on this machine
 
 
 @dataclass(frozen=True)
@@ -114,14 +113,14 @@ class Measure:
     profile: bool  # also sample every run with perf record and compare per-symbol self time
     profile_event: str | None  # event to sample; None: cycles with a PMU, cpu-clock without
     profile_freq: int  # samples per second
-    branch_sim: bool = False  # cachegrind: simulate branch predictors
-    interrupts: tuple[str, ...] = ()  # /proc/interrupts rows counted over each run (machine-wide)
-    vcpus: int = 1  # guest backend: virtual CPUs of each side's guest
-    memory_mb: int = 512  # guest backend: guest memory
-    accel: str = "auto"  # guest backend: auto (KVM when a probe boots, else TCG) | tcg | kvm
-    files: tuple[str, ...] = ()  # guest backend: host files copied into the guest at the same path
-    vmstat: tuple[str, ...] = ()  # guest backend: /proc/vmstat rows counted over each run, in the guest
-    cache_sim: bool = False  # guest backend: simulate L1i/L1d/LL in the TCG plugin
+    branch_sim: bool  # cachegrind: simulate branch predictors
+    interrupts: tuple[str, ...]  # /proc/interrupts rows counted over each run (machine-wide)
+    vcpus: int  # guest backend: virtual CPUs of each side's guest
+    memory_mb: int  # guest backend: guest memory
+    accel: str  # guest backend: auto (KVM when a probe boots, else TCG) | tcg | kvm
+    files: tuple[str, ...]  # guest backend: host files copied into the guest at the same path
+    vmstat: tuple[str, ...]  # guest backend: /proc/vmstat rows counted over each run, in the guest
+    cache_sim: bool  # guest backend: simulate L1i/L1d/LL in the TCG plugin
 
 
 @dataclass(frozen=True)
@@ -157,10 +156,10 @@ class Experiment:
     measure: Measure  # how runs are measured
     source: str  # the spec's text, stored with every session
     path: str  # where the spec was read from
-    build: tuple[str, ...] = ()  # build command for every side without its own ({variant} placeholder)
-    repo: str | None = None  # the git repository variant.git refs name; None: the one holding the spec
-    build_timeout_s: float = 3600.0  # a build taking longer fails
-    sequential: Sequential | None = None  # runs = "auto": look after every block, stop when decided
+    build: tuple[str, ...]  # build command for every side without its own ({variant} placeholder)
+    repo: str | None  # the git repository variant.git refs name; None: the one holding the spec
+    build_timeout_s: float  # a build taking longer fails
+    sequential: Sequential | None  # runs = "auto": look after every block, stop when decided
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
