@@ -173,6 +173,15 @@ class Experiment:
                 return w
         raise SpecError(f"{self.path}: no workload named {name!r}; known: {', '.join(w.name for w in self.workloads)}")
 
+    def derive(self, **changes: Any) -> "Experiment":
+        """This experiment with ``changes`` (its fields, e.g. ``name=``, ``variants=``, ``path=``), checked across
+        keys as a read spec is; its source is the spec written out, so a session stores what it ran.
+
+        A baseline that is not among new ``variants`` becomes the first of them."""
+        from perfab.spec.reader import derived
+
+        return derived(self, changes)
+
     @property
     def spec_hash(self) -> str:
         return hashlib.sha256(self.source.encode()).hexdigest()[:16]

@@ -9,6 +9,7 @@ dotted key.
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from typing import Any, Callable
 
@@ -134,3 +135,22 @@ def experiment(values: dict[str, Any], text: str, at: At) -> Experiment:
     for rule in rules.ACROSS:
         rule(exp, at)
     return exp
+
+
+def derived(exp: Experiment, changes: dict[str, Any]) -> Experiment:
+    """``exp`` with ``changes``, checked across keys, its source the spec written out (``Experiment.derive``)."""
+    from perfab.spec.writer import dump
+
+    at = At(changes.get("path", exp.path), "")
+    for table, items in (("variant", changes.get("variants", ())), ("workload", changes.get("workloads", ()))):
+        names = [x.name for x in items]
+        if len(set(names)) != len(names):
+            raise at.child(table).child("name").fail("a name is used twice", "give each one a distinct name")
+    variants = changes.get("variants", exp.variants)
+    if "baseline" not in changes and exp.baseline not in {v.name for v in variants}:
+        changes = {**changes, "baseline": variants[0].name}
+    new = dataclasses.replace(exp, **changes)
+    rules.baseline(new.baseline, new.variants, at)
+    for rule in rules.ACROSS:
+        rule(new, at)
+    return dataclasses.replace(new, source=dump(new))

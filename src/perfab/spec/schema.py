@@ -98,6 +98,8 @@ def _spending() -> tuple[str, ...]:
 
 
 RUNS = checks.Runs(Integer(1, MAX_RUNS))
+ALPHA, CONFIDENCE = 0.05, 0.95  # the defaults of experiment.alpha and experiment.confidence
+_LEVELS = Probability(f"alpha = {ALPHA}, confidence = {CONFIDENCE}")
 _ANY_STRINGS = Strings(words="array of strings, or a string")
 _HOST = "the host's"
 
@@ -124,9 +126,9 @@ EXPERIMENT = (
     _k("stdout_cap", Integer(0, 1 << 30), 65536,
        "Bytes of each run's stdout and stderr kept verbatim; a parsed output longer than this fails the run "
        "(raise it).", field="stdout_cap_bytes"),
-    _k("alpha", Probability("alpha = 0.05, confidence = 0.95"), 0.05,
+    _k("alpha", _LEVELS, ALPHA,
        "False discovery rate (or family-wise error with holm) for `**`."),
-    _k("confidence", Probability("alpha = 0.05, confidence = 0.95"), 0.95,
+    _k("confidence", _LEVELS, CONFIDENCE,
        "Confidence level of the reported intervals."),
     _k("fdr", Choice(FDR_METHODS), "bh",
        "Multiplicity control across a report's rows: bh (Benjamini-Hochberg) or holm."),
