@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import math
-import tomllib
 from collections import defaultdict
 from dataclasses import replace
 
@@ -52,6 +51,7 @@ from perfab.analyse.summary import Summary, summarize
 from perfab.analyse.verdicts import basis_note, grid_pair, method_for, serial_widening, verdict  # noqa: F401 (re-exported)
 from perfab.errors import UsageError
 from perfab.spec import Experiment, MetricSpec, parse_spec
+from perfab.spec.stored import workload_tables as _workload_tables
 from perfab.store import Dataset, MetricMeta, Params, Session, Store
 
 
@@ -416,10 +416,3 @@ def _parser_changes(sessions: list[Session]) -> list[str]:
     return [f"{name}: sessions read their outputs with different parsers ({'; then '.join(p)}): runs that one "
             "parser could not read are missing from the pool, which may be a biased subset; run the fixed spec "
             "into a fresh --db" for name, p in seen.items() if len(p) > 1]
-
-
-def _workload_tables(text: str):
-    try:
-        return tomllib.loads(text).get("workload")
-    except tomllib.TOMLDecodeError:
-        return None

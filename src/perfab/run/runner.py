@@ -174,7 +174,7 @@ class Runner:
                 todo = first_blocks(todo, blocks_for(self.exp, self.exp.sequential.min_runs))
             session = self.store.start_session(self.exp.name, self.exp.source, self.exp.path, self.exp.spec_hash,
                                                side, self.backend.name, self.groups, self.environment, todo,
-                                               self._sources_json(sides))
+                                               self._sources_json(sides), self.exp.design)
         return self._execute(session, side, todo)
 
     def _reparse(self, session: int) -> None:

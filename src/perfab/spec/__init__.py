@@ -173,6 +173,15 @@ class Experiment:
                 return w
         raise SpecError(f"{self.path}: no workload named {name!r}; known: {', '.join(w.name for w in self.workloads)}")
 
+    @property
+    def design(self) -> dict[str, Any]:
+        """What a session stores of how it was planned, so resuming it needs no spec text: runs per side,
+        warm-up, order, seed, and the sequential design (None for a fixed number of runs)."""
+        seq = self.sequential
+        return {"runs": self.runs, "warmup": self.warmup, "order": self.order, "seed": self.seed,
+                "sequential": None if seq is None else {"min_runs": seq.min_runs, "max_runs": seq.max_runs,
+                                                        "stop_on": seq.stop_on, "spending": seq.spending}}
+
     def derive(self, **changes: Any) -> "Experiment":
         """This experiment with ``changes`` (its fields, e.g. ``name=``, ``variants=``, ``path=``), checked across
         keys as a read spec is; its source is the spec written out, so a session stores what it ran.

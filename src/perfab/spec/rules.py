@@ -64,8 +64,9 @@ def sequential_design(t: dict, values: dict, at: At) -> None:
 def build_time(t: dict, values: dict, at: At) -> None:
     """A build given no time cannot run."""
     if values["build_timeout_s"] == 0:
-        raise at.child("build_timeout").fail(
-            "must be > 0, got 0", f"give the seconds a build may take (default {default('experiment', 'build_timeout'):g})")
+        seconds = default("experiment", "build_timeout")
+        raise at.child("build_timeout").fail("must be > 0, got 0",
+                                             f"give the seconds a build may take (default {seconds:g})")
 
 
 def baseline(name: str | None, variants: tuple[Variant, ...], at: At) -> str:
