@@ -7,6 +7,7 @@ import sqlite3
 
 from core_helpers import fake_runner
 from perfab.spec import parse_spec
+from perfab.spec.stored import definitions
 from perfab.store import Store
 
 SEQUENTIAL = """
@@ -78,3 +79,18 @@ def test_a_session_stored_before_the_design_column_is_read_from_its_text(tmp_pat
     db2 = tmp_path / "r2.db"
     _stopped_without_runs_left(db2, FIXED, None)
     assert _unfinished(db2) is None
+
+
+def test_workload_definitions_agree_between_stored_designs_and_older_sessions_texts(tmp_path):
+    """A session with a design and one stored before it (same spec) give the analysis the same workload
+    definitions, so a store holding both warns of no change; a changed parser is a changed definition."""
+    db = tmp_path / "r.db"
+    _stopped_without_runs_left(db, SEQUENTIAL, parse_spec(SEQUENTIAL).design)
+    _stopped_without_runs_left(db, SEQUENTIAL, None)
+    changed = SEQUENTIAL.replace('argv = ["w"]', 'argv = ["w"]\nparser = "keyvalue"')
+    _stopped_without_runs_left(db, changed, parse_spec(changed).design)
+    with Store(db) as store:
+        new, old, fixed = (definitions(s) for s in store.sessions("e"))
+    assert new == old and new["w"]["parser"] == "none {}"
+    assert fixed["w"]["parser"] == "keyvalue {}" and fixed["w"]["definition"] != new["w"]["definition"]
+    assert definitions(type("Unreadable", (), {"design": None, "spec_text": "not toml ["})()) is None

@@ -51,7 +51,7 @@ from perfab.analyse.summary import Summary, summarize
 from perfab.analyse.verdicts import basis_note, grid_pair, method_for, serial_widening, verdict  # noqa: F401 (re-exported)
 from perfab.errors import UsageError
 from perfab.spec import Experiment, MetricSpec, parse_spec
-from perfab.spec.stored import workload_tables as _workload_tables
+from perfab.spec.stored import definitions
 from perfab.store import Dataset, MetricMeta, Params, Session, Store
 
 
@@ -390,7 +390,7 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index)
         if s.status != "finished":
             warnings.append(f"session {s.id} is not finished (status {s.status}): this report counts only the "
                             "runs stored so far; continue it with `perfab run SPEC --resume`")
-    workloads = {json.dumps(_workload_tables(s.spec_text), sort_keys=True) for s in sessions}
+    workloads = {json.dumps(definitions(s), sort_keys=True) for s in sessions}
     if len(workloads) > 1:
         warnings.append("the workloads changed between sessions: runs of different commands are pooled")
         warnings += _parser_changes(sessions)
@@ -408,11 +408,9 @@ def _parser_changes(sessions: list[Session]) -> list[str]:
     """One warning per workload whose parser (or its options) differs between sessions, naming each parser."""
     seen: dict[str, list[str]] = defaultdict(list)
     for s in sessions:
-        for w in _workload_tables(s.spec_text) or []:
-            if isinstance(w, dict) and "name" in w:
-                parser = f"{w.get('parser', 'none')} {json.dumps(w.get('parser_options', {}), sort_keys=True)}"
-                if parser not in seen[str(w["name"])]:
-                    seen[str(w["name"])].append(parser)
+        for name, workload in (definitions(s) or {}).items():
+            if workload["parser"] not in seen[name]:
+                seen[name].append(workload["parser"])
     return [f"{name}: sessions read their outputs with different parsers ({'; then '.join(p)}): runs that one "
             "parser could not read are missing from the pool, which may be a biased subset; run the fixed spec "
             "into a fresh --db" for name, p in seen.items() if len(p) > 1]

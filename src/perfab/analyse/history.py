@@ -35,7 +35,7 @@ from perfab.analyse.names import LABELS
 from perfab.analyse.summary import median_interval
 from perfab.errors import PerfabError, UsageError
 from perfab.spec import Experiment, parse_spec
-from perfab.spec.stored import workload_table as _workload_table
+from perfab.spec.stored import definitions
 from perfab.store import Dataset, Params, Session, Store
 
 
@@ -278,7 +278,7 @@ def _machine(data: Dataset, points: list[Point], index: int) -> tuple[tuple[str,
 
 def _definitions(a: Session, b: Session, workload: str) -> tuple[str, ...]:
     out = []
-    if _workload_table(a.spec_text, workload) != _workload_table(b.spec_text, workload):
+    if (definitions(a) or {}).get(workload) != (definitions(b) or {}).get(workload):
         out.append(f"the definition of workload {workload!r} changed between sessions {a.id} and {b.id}")
     if a.backend != b.backend:
         out.append(f"measured by {a.backend} in session {a.id} but {b.backend} in session {b.id}")

@@ -180,7 +180,7 @@ class Runner:
     def _reparse(self, session: int) -> None:
         """A parser-only change on resume: read the session's stored outputs again, then adopt the spec."""
         done = reparse_session(self.store, session, self.exp, self.backend.name)
-        self.store.replace_spec(session, self.exp.source, self.exp.spec_hash)
+        self.store.replace_spec(session, self.exp.source, self.exp.spec_hash, self.exp.design)
         self.say(f"the parser changed: {done.parsed} stored run(s) read again, {done.unparsed} still unreadable, "
                  f"{done.kept} kept as they were")
 

@@ -175,12 +175,16 @@ class Experiment:
 
     @property
     def design(self) -> dict[str, Any]:
-        """What a session stores of how it was planned, so resuming it needs no spec text: runs per side,
-        warm-up, order, seed, and the sequential design (None for a fixed number of runs)."""
+        """What a session stores of how it was planned, so resuming and comparing it need no spec text: runs per
+        side, warm-up, order, seed, the sequential design (None for a fixed number of runs), and each
+        workload's definition digest and parser."""
+        from perfab.spec.stored import workload_definitions
+
         seq = self.sequential
         return {"runs": self.runs, "warmup": self.warmup, "order": self.order, "seed": self.seed,
                 "sequential": None if seq is None else {"min_runs": seq.min_runs, "max_runs": seq.max_runs,
-                                                        "stop_on": seq.stop_on, "spending": seq.spending}}
+                                                        "stop_on": seq.stop_on, "spending": seq.spending},
+                "workloads": workload_definitions(self)}
 
     def derive(self, **changes: Any) -> "Experiment":
         """This experiment with ``changes`` (its fields, e.g. ``name=``, ``variants=``, ``path=``), checked across

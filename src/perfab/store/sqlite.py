@@ -180,12 +180,13 @@ class Store:
                             "stop_reason = coalesce(?, stop_reason) WHERE id = ? AND (owner IS NULL OR owner = ?)",
                             (status, time.time(), stop_reason, session, self._me.to_json()))
 
-    def replace_spec(self, session: int, spec_text: str, spec_hash: str) -> None:
-        """Adopt a changed spec for a session whose stored outputs were read again under it (parser-only fix)."""
+    def replace_spec(self, session: int, spec_text: str, spec_hash: str, design: dict | None = None) -> None:
+        """Adopt a changed spec (and its design) for a session whose stored outputs were read again under it
+        (parser-only fix)."""
         with self.transaction():
             self._check_claim(session)
-            self.db.execute("UPDATE sessions SET spec_text = ?, spec_hash = ? WHERE id = ?",
-                            (spec_text, spec_hash, session))
+            self.db.execute("UPDATE sessions SET spec_text = ?, spec_hash = ?, design_json = ? WHERE id = ?",
+                            (spec_text, spec_hash, None if design is None else json.dumps(design), session))
 
     def add_environment(self, session: int, values: dict[str, str]) -> None:
         """Add measured facts to the session's environment snapshot (e.g. ``busy.*``), keeping the rest."""
