@@ -115,3 +115,25 @@ def test_derive_checks_across_keys_and_moves_a_lost_baseline():
     swept = exp.derive(workloads=(dataclasses.replace(exp.workloads[0], params=(("n", ("1", "2")),)),))
     with pytest.raises(SpecError, match=r"variant 'a' also sets vars.n"):
         swept.derive(variants=(dataclasses.replace(a, vars={"n": "1"}), b))
+
+
+def test_a_declared_backend_owns_its_keys():
+    """A backend declared with its own key is accepted by name, reads its key, and other backends refuse it."""
+    from perfab.spec.kinds import Integer
+    from perfab.spec.schema import BackendKeys, Key, declare_backend
+
+    saved = (dict(BACKEND_KEYS), TABLES["measure"])
+    try:
+        declare_backend("rapl", BackendKeys((Key("rapl_domains", Integer(1, 8), 1, "RAPL domains read."),)))
+        exp = parse_spec(two_sides(extra='\n[measure]\nbackend = "rapl"\nrapl_domains = 2\n'), "r.toml")
+        assert (exp.measure.backend, exp.measure.options) == ("rapl", {"rapl_domains": 2})
+        assert parse_spec(exp.derive().source, "r.toml").measure == exp.measure
+        with pytest.raises(SpecError, match=r"measure.rapl_domains: is read by the rapl backend, not 'time'; "
+                                            r'set backend = "rapl" or remove rapl_domains'):
+            parse_spec(two_sides(extra="\n[measure]\nrapl_domains = 2\n"), "r.toml")
+    finally:
+        BACKEND_KEYS.clear()
+        BACKEND_KEYS.update(saved[0])
+        TABLES["measure"] = saved[1]
+    with pytest.raises(SpecError, match="unknown key"):
+        parse_spec(two_sides(extra="\n[measure]\nrapl_domains = 2\n"), "r.toml")

@@ -111,6 +111,13 @@ def _kernel(values: dict[str, Any]) -> Kernel:
     return Kernel(**values)
 
 
+def _measure(values: dict[str, Any]) -> Measure:
+    """``[measure]``: a declared backend's keys without a field of their own go to ``options``."""
+    fields = {f.name for f in dataclasses.fields(Measure)}
+    return Measure(**{k: v for k, v in values.items() if k in fields},
+                   options={k: v for k, v in values.items() if k not in fields})
+
+
 BUILD: dict[str, Callable[[dict[str, Any]], Any]] = {
     "experiment": dict,  # completed with the other tables by ``experiment``
     "variant": lambda values: Variant(**values),
@@ -118,7 +125,7 @@ BUILD: dict[str, Callable[[dict[str, Any]], Any]] = {
     "workload": lambda values: Workload(**values),
     "workload.service": lambda values: Service(**values),
     "workload.metric": _metric,
-    "measure": lambda values: Measure(**values),
+    "measure": _measure,
 }
 
 

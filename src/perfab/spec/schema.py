@@ -281,7 +281,7 @@ BACKEND_KEYS: dict[str, BackendKeys] = {
 BACKENDS = tuple(BACKEND_KEYS)
 
 MEASURE_COMMON = (
-    _k("backend", Choice(BACKENDS), "time", f"How runs are measured: {', '.join(BACKENDS)}."),
+    _k("backend", Choice(lambda: tuple(BACKEND_KEYS)), "time", f"How runs are measured: {', '.join(BACKENDS)}."),
     _k("max_events_per_run", Integer(1, 64), None, "PMU counter budget per run (perf backend).", "probed"),
     _k("interrupts", Strings(checks.interrupt_rows), (),
        'Rows of /proc/interrupts counted over each run, machine-wide (e.g. ["TLB", "CAL"]): interrupts.TLB; '
@@ -304,8 +304,21 @@ TABLES: dict[str, tuple[Key, ...]] = {
     "workload": WORKLOAD,
     "workload.service": SERVICE,
     "workload.metric": METRIC,
-    "measure": MEASURE_COMMON + tuple(k for entry in BACKEND_KEYS.values() for k in entry.keys),
+    "measure": (),  # set by _measure_keys() below
 }
+
+def _measure_keys() -> tuple[Key, ...]:
+    """``[measure]``: the keys every backend reads, then each backend's own."""
+    return MEASURE_COMMON + tuple(k for entry in BACKEND_KEYS.values() for k in entry.keys)
+
+
+def declare_backend(name: str, entry: BackendKeys) -> None:
+    """Add backend ``name`` with its own ``[measure]`` keys, or replace its entry (a backend may own it)."""
+    BACKEND_KEYS[name] = entry
+    TABLES["measure"] = _measure_keys()
+
+
+TABLES["measure"] = _measure_keys()
 
 # The document itself: its four tables, in the order they are read.
 DOCUMENT = (

@@ -13,7 +13,7 @@ from typing import Any
 
 import tomli_w
 
-from perfab.spec import Experiment, MetricSpec, Workload
+from perfab.spec import Experiment, Measure, MetricSpec, Workload
 from perfab.spec.checks import AUTO
 from perfab.spec.kinds import Sub, Subs
 from perfab.spec.schema import DOCUMENT, TABLES, Key
@@ -54,6 +54,8 @@ def _typed(obj: Any, key: Key, table: str) -> Any:
         return _direction(obj)
     if table == "workload" and key.name == "argv" and isinstance(obj, Workload) and obj.shell:
         return obj.argv[0]
+    if isinstance(obj, Measure) and not hasattr(obj, key.attr):
+        return obj.options.get(key.attr)
     return getattr(obj, key.attr)
 
 
