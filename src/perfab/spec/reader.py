@@ -40,14 +40,27 @@ def load_toml(text: str, path: str) -> dict[str, Any]:
 
 def read_keys(t: dict, at: At, keys: tuple[Key, ...]) -> dict[str, Any]:
     """Each key's typed value (or default), by dataclass field; unknown and missing keys refused."""
-    names = {k.name for k in keys}
+    names, needed, order = _layout(keys)
     for name in t:
         if name not in names:
             raise at.child(name).fail("unknown key", f"remove it or use one of: {', '.join(sorted(names))}")
-    for name in sorted(k.name for k in keys if k.default is REQUIRED and k.name not in t):
-        raise at.child(name).fail("missing", "add it")
-    return {k.attr: value(k, t[k.name], at.child(k.name)) if k.name in t else absent(k, at.child(k.name))
-            for k in keys}
+    for name in needed:
+        if name not in t:
+            raise at.child(name).fail("missing", "add it")
+    return {attr: value(k, t[name], at.child(name)) if name in t else absent(k, at) for name, attr, k in order}
+
+
+_LAYOUTS: dict[int, tuple] = {}  # id of a key tuple -> (its names, its required names sorted, (name, field, key)s)
+
+
+def _layout(keys: tuple[Key, ...]) -> tuple[frozenset[str], tuple[str, ...], tuple[tuple[str, str, Key], ...]]:
+    """What ``read_keys`` needs of a table's keys, worked out once per table."""
+    layout = _LAYOUTS.get(id(keys))
+    if layout is None or layout[3] is not keys:
+        layout = (frozenset(k.name for k in keys), tuple(sorted(k.name for k in keys if k.default is REQUIRED)),
+                  tuple((k.name, k.attr, k) for k in keys), keys)
+        _LAYOUTS[id(keys)] = layout
+    return layout[:3]
 
 
 def value(key: Key, raw: Any, at: At) -> Any:
@@ -62,11 +75,12 @@ def value(key: Key, raw: Any, at: At) -> Any:
     return kind.read(raw, at)
 
 
-def absent(key: Key, at: At) -> Any:
-    """The typed default of an absent key (a fresh copy of a mutable one; a sub-table read empty)."""
-    if isinstance(key.value, Sub) and isinstance(key.default, dict):
-        return read_table({}, at, key.value.table)
-    return dict(key.default) if isinstance(key.default, dict) else key.default
+def absent(key: Key, table: At) -> Any:
+    """The typed default of a key absent from ``table`` (a fresh copy of a mutable one; a sub-table read empty)."""
+    default = key.default
+    if type(default) is dict:
+        return read_table({}, table.child(key.name), key.value.table) if isinstance(key.value, Sub) else dict(default)
+    return default
 
 
 def tables(raw: list, at: At, kind: Subs) -> tuple:

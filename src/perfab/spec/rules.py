@@ -21,18 +21,23 @@ _LOOKING_ORDERS = ("interleaved", "alternate")  # orders that finish a block bef
 
 def no_nul(value: Any, at: At) -> None:
     """Strings with NUL bytes cannot reach exec(2) or a shell: refused wherever they are."""
-    if isinstance(value, str) and "\0" in value:
-        raise (at if at.key else At(at.path, "spec")).fail("contains a NUL byte (\\u0000)",
-                                                          "remove it: commands cannot carry NUL")
-    if isinstance(value, dict):
+    _no_nul(value, at.path, at.key)
+
+
+def _no_nul(value: Any, path: str, where: str) -> None:
+    """``no_nul`` below the dotted key ``where`` (an At is made only for a refusal)."""
+    if isinstance(value, str):
+        if "\0" in value:
+            raise At(path, where or "spec").fail("contains a NUL byte (\\u0000)",
+                                                 "remove it: commands cannot carry NUL")
+    elif isinstance(value, dict):
         for k, v in value.items():
             if "\0" in k:
-                where = f"{at.key}.{k!r}" if at.key else repr(k)
-                raise At(at.path, where).fail("key contains a NUL byte", "rename it")
-            no_nul(v, at.child(k))
-    if isinstance(value, list):
+                raise At(path, f"{where}.{k!r}" if where else repr(k)).fail("key contains a NUL byte", "rename it")
+            _no_nul(v, path, f"{where}.{k}" if where else k)
+    elif isinstance(value, list):
         for i, v in enumerate(value):
-            no_nul(v, at.item(i))
+            _no_nul(v, path, f"{where}[{i}]")
 
 
 # -- [experiment] ----------------------------------------------------------------
