@@ -7,6 +7,13 @@ each run is measured (``[measure]``).  Every key is checked against
 or a missing required key is a ``SpecError`` naming the file, the key and
 the fix.  See ``examples/default.toml`` for a complete spec and the README
 (generated from the schema) for every key.
+
+The modules: ``schema`` (every key: kind, typed default, meaning; each
+backend's own keys), ``kinds`` and ``checks`` (value checks), ``reader``
+(a loop over the schema), ``rules`` (checks across keys), ``writer`` (an
+experiment back as TOML: the source of ``Experiment.derive``) and
+``stored`` (what the analysis and an older store ask of stored spec text).
+The dataclasses below hold no defaults: the schema's apply.
 """
 
 from __future__ import annotations

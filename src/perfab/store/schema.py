@@ -21,8 +21,9 @@ Schema history:
   3  ``sessions.stop_reason``: why a sequential session (runs = "auto")
      stopped; an index of sessions by experiment.
   4  ``sessions.design_json``: how the session was planned (runs, warm-up,
-     order, seed, the sequential design or null), so resuming it reads no
-     spec text; NULL for a session stored before (read from its text).
+     order, seed, the sequential design or null, each workload's definition
+     digest and parser), so resuming and comparing it read no spec text;
+     NULL for a session stored before (``perfab.spec.stored`` reads its text).
 """
 
 from __future__ import annotations
