@@ -42,17 +42,14 @@ from __future__ import annotations
 
 import math
 import subprocess
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-import tomli_w
-
 from perfab.analyse.compare import Analysis, Row, compare
 from perfab.errors import PerfabError, UsageError
 from perfab.run.build import BuildError, repository
-from perfab.spec import Experiment, load_spec, parse_spec
+from perfab.spec import Experiment, load_spec
 from perfab.store import Store
 
 SHORT = 12
@@ -160,11 +157,8 @@ def at_point(exp: Experiment, params: dict[str, str]) -> Experiment:
                              f"{', '.join(swept)})")
         if value not in swept[name]:
             raise UsageError(f"--param {name}={value}: not a point of the sweep ({', '.join(swept[name])})")
-    doc = tomllib.loads(exp.source)
-    for w in doc.get("workload", []):
-        w.pop("params", None)
-    doc["variant"] = [{**v, "vars": {**v.get("vars", {}), **params}} for v in doc["variant"]]
-    return parse_spec(tomli_w.dumps(doc), exp.path)
+    return exp.derive(workloads=tuple(replace(w, params=()) for w in exp.workloads),
+                      variants=tuple(replace(v, vars={**v.vars, **params}) for v in exp.variants))
 
 
 def _search(ends: "_Bisection", path: list[str], good: str | None) -> str:
@@ -260,13 +254,9 @@ class _Bisection:
 
     def _experiment(self, label: str, commits: list[str], roles: tuple[str, ...] = ()) -> Experiment:
         roles = roles or (("good", "bad") if len(commits) == 2 else ("good", "cand", "bad"))
-        doc = tomllib.loads(self.exp.source)
-        template = dict(doc["variant"][0])
-        doc["experiment"]["name"] = f"{self.exp.name}-bisect-{label}"
-        doc["experiment"]["repo"] = str(self.repo)
-        doc["experiment"].pop("baseline", None)
-        doc["variant"] = [{**template, "name": _side(role, c), "git": c} for role, c in zip(roles, commits)]
-        return parse_spec(tomli_w.dumps(doc), f"{self.exp.path}#bisect-{label}")
+        sides = tuple(replace(self.exp.variants[0], name=_side(role, c), git=c) for role, c in zip(roles, commits))
+        return self.exp.derive(name=f"{self.exp.name}-bisect-{label}", repo=str(self.repo), variants=sides,
+                               baseline=sides[0].name, path=f"{self.exp.path}#bisect-{label}")
 
     def _measure(self, exp: Experiment) -> Analysis:
         self.run_step(exp)

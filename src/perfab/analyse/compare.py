@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import math
-import tomllib
 from collections import defaultdict
 from dataclasses import replace
 
@@ -52,6 +51,7 @@ from perfab.analyse.verdicts import basis_note, grid_pair, method_for, serial_wi
 from perfab.errors import UsageError
 from perfab.metrics import RUSAGE, Metric, resolve
 from perfab.spec import Experiment, MetricSpec, parse_spec
+from perfab.spec.stored import definitions
 from perfab.store import Dataset, Params, Session, Store
 
 
@@ -384,7 +384,7 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index)
         if s.status != "finished":
             warnings.append(f"session {s.id} is not finished (status {s.status}): this report counts only the "
                             "runs stored so far; continue it with `perfab run SPEC --resume`")
-    workloads = {json.dumps(_workload_tables(s.spec_text), sort_keys=True) for s in sessions}
+    workloads = {json.dumps(definitions(s), sort_keys=True) for s in sessions}
     if len(workloads) > 1:
         warnings.append("the workloads changed between sessions: runs of different commands are pooled")
         warnings += _parser_changes(sessions)
@@ -402,18 +402,9 @@ def _parser_changes(sessions: list[Session]) -> list[str]:
     """One warning per workload whose parser (or its options) differs between sessions, naming each parser."""
     seen: dict[str, list[str]] = defaultdict(list)
     for s in sessions:
-        for w in _workload_tables(s.spec_text) or []:
-            if isinstance(w, dict) and "name" in w:
-                parser = f"{w.get('parser', 'none')} {json.dumps(w.get('parser_options', {}), sort_keys=True)}"
-                if parser not in seen[str(w["name"])]:
-                    seen[str(w["name"])].append(parser)
+        for name, workload in (definitions(s) or {}).items():
+            if workload["parser"] not in seen[name]:
+                seen[name].append(workload["parser"])
     return [f"{name}: sessions read their outputs with different parsers ({'; then '.join(p)}): runs that one "
             "parser could not read are missing from the pool, which may be a biased subset; run the fixed spec "
             "into a fresh --db" for name, p in seen.items() if len(p) > 1]
-
-
-def _workload_tables(text: str):
-    try:
-        return tomllib.loads(text).get("workload")
-    except tomllib.TOMLDecodeError:
-        return None
