@@ -17,7 +17,6 @@ directly.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 TYPE_CHECKING = False  # typing costs milliseconds of start-up; annotations are never evaluated
 if TYPE_CHECKING:
@@ -25,6 +24,7 @@ if TYPE_CHECKING:
 
 from perfab.errors import PerfabError, UsageError
 from perfab.report.kinds import FORMATS
+from perfab.terminal import help_formatter
 
 DEFAULT_DB = ".perfab/results.db"
 
@@ -54,10 +54,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     reads the same; filling one keeps start-up light (``report``'s options
     import the spec schema).
     """
-    p = _Parser(prog="perfab", description="A/B performance experiments with verdicts you can defend.")
+    p = _Parser(prog="perfab", description="A/B performance experiments with verdicts you can defend.",
+                formatter_class=help_formatter())
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (help_text, fill) in _SUBCOMMANDS.items():
-        sp = sub.add_parser(name, help=help_text, **({"add_help": False} if name == "size" else {}))
+        sp = sub.add_parser(name, help=help_text, formatter_class=p.formatter_class,
+                            **({"add_help": False} if name == "size" else {}))
         if command is None or command == name:
             fill(sp)
     return p
@@ -202,8 +204,7 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: Te
         return size_main(argv[1:], stdout, stderr)
     args = None
     try:
-        with contextlib.redirect_stdout(stdout):  # --help prints to main's stdout
-            args = build_parser(_command_in(argv)).parse_args(argv)
+        args = _parse(argv, stdout)
         if not args.command:
             build_parser("").print_help(stdout)
             return 2
@@ -217,6 +218,15 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: Te
         hint = _resume_command(args) if args is not None and args.command == "run" else "perfab run SPEC --resume"
         print(f"perfab: interrupted; stored runs are kept (continue with {hint})", file=stderr)
         return 130
+
+
+def _parse(argv: list[str], stdout: TextIO) -> argparse.Namespace:
+    """Parse ``argv``; --help prints to ``stdout`` (contextlib.redirect_stdout, without importing contextlib)."""
+    saved, sys.stdout = sys.stdout, stdout
+    try:
+        return build_parser(_command_in(argv)).parse_args(argv)
+    finally:
+        sys.stdout = saved
 
 
 def _command_in(argv: list[str]) -> str:

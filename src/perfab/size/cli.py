@@ -8,6 +8,7 @@ if TYPE_CHECKING:
     from typing import TextIO
 
 from perfab.errors import PerfabError
+from perfab.terminal import help_formatter
 
 DESCRIPTION = (
     "Symbol-level code-size diff of two ELF files. Prints bloat-o-meter's table, size(1)-like totals, "
@@ -27,7 +28,7 @@ class _UsageExit(Exception):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (prog "perfab size")."""
-    p = _Parser(prog="perfab size", description=DESCRIPTION)
+    p = _Parser(prog="perfab size", description=DESCRIPTION, formatter_class=help_formatter())
     only = p.add_mutually_exclusive_group()
     only.add_argument("-c", dest="mode", action="store_const", const="categories", help="three tables: functions, data, rodata")
     only.add_argument("-d", dest="mode", action="store_const", const="data+rodata", help="data and rodata symbols only")
