@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -50,15 +51,19 @@ def find_bloat_o_meter(given: str | None) -> str:
     sys.exit("scripts/bloat-o-meter not found: pass --bloat-o-meter, or run tests/size/test_compat.py once to fetch it")
 
 
-def timed(argv: list[str]) -> tuple[float, str]:
-    """Wall seconds and stdout of one run; exits on failure."""
+def timed(argv: list[str]) -> tuple[float, float, str]:
+    """Wall seconds, CPU seconds (user + system, its children included: bloat-o-meter's nm) and stdout of one run;
+    exits on failure."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")])))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True, env=env)
     wall_s = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         sys.exit(f"{' '.join(argv[:3])} failed ({proc.returncode}): {proc.stderr.strip()}")
-    return wall_s, proc.stdout
+    return wall_s, cpu_s, proc.stdout
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,29 +84,34 @@ def main(argv: list[str] | None = None) -> int:
     }
     names = list(commands)
     times: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[float]] = {n: [] for n in names}
     outputs: dict[str, str] = {}
     for rep in range(args.reps):
         now = names if rep < args.dwarf_reps else names[:-1]
         k = rep % len(now)
         for name in now[k:] + now[:k]:  # rotate who goes first
-            wall_s, outputs[name] = timed(commands[name])
+            wall_s, cpu_s, outputs[name] = timed(commands[name])
             times[name].append(wall_s)
+            cpu[name].append(cpu_s)
         if outputs["perfab --compat"] != outputs["bloat-o-meter"]:
             sys.exit("perfab --compat output differs from bloat-o-meter's: compat is broken")
-    report(times, outputs, args)
+    report(times, cpu, outputs, args)
     return 0
 
 
-def report(times: dict[str, list[float]], outputs: dict[str, str], args) -> None:
+def report(times: dict[str, list[float]], cpu: dict[str, list[float]], outputs: dict[str, str], args) -> None:
     base = statistics.median(times["bloat-o-meter"])
+    base_cpu = statistics.median(cpu["bloat-o-meter"])
     print(f"{args.reps} repetitions each ({args.dwarf_reps} with DWARF), alternating; wall time per run including "
           "interpreter start-up")
-    print(f"{'command':<20} {'median s':>9} {'min s':>7} {'speed-up':>9}")
+    print(f"load average {os.getloadavg()[0]:.1f}; CPU: user + system of the process and its children")
+    print(f"{'command':<20} {'median s':>9} {'min s':>7} {'speed-up':>9} {'CPU s':>7} {'speed-up':>9}")
     for name, walls in times.items():
         if not walls:
             continue
         med = statistics.median(walls)
-        print(f"{name:<20} {med:>9.3f} {min(walls):>7.3f} {base / med:>8.2f}x")
+        med_cpu = statistics.median(cpu[name])
+        print(f"{name:<20} {med:>9.3f} {min(walls):>7.3f} {base / med:>8.2f}x {med_cpu:>7.3f} {base_cpu / med_cpu:>8.2f}x")
     ratio = base / statistics.median(times["perfab --compat"])
     print(f"goal: --compat >= {TARGET_RATIO:.0f}x faster for the same symbol-level diff: {'met' if ratio >= TARGET_RATIO else 'NOT met'} ({ratio:.2f}x)")
     if times["perfab (DWARF)"]:
