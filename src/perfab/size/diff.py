@@ -231,7 +231,7 @@ def _family_rows(old: dict, new: dict, kind_of: dict, vo, vn, kinds) -> tuple[Fa
 
 
 def _family_row(fid, keys, old: dict, new: dict, kind_of: dict, vo, vn) -> FamilyRow:
-    members = sorted((FamilyMember(k[0], old.get(k), new.get(k)) for k in keys), key=lambda m: m.name)
+    members = sorted((FamilyMember(k[0], old.get(k), new.get(k)) for k in keys), key=_member_order)
     biggest = max(keys, key=lambda k: max(old.get(k, 0), new.get(k, 0)))
     in_old = [m.old_bytes for m in members if m.old_bytes is not None]
     in_new = [m.new_bytes for m in members if m.new_bytes is not None]
@@ -239,6 +239,12 @@ def _family_row(fid, keys, old: dict, new: dict, kind_of: dict, vo, vn) -> Famil
         fid[0], fid[1], kind_of[biggest], sum(in_old) if in_old else None, sum(in_new) if in_new else None,
         tuple(members), explain(fid[0], members, vo, vn),
     )
+
+
+def _member_order(m: FamilyMember) -> tuple:
+    """By name; two members of one name (statics of two files) by their sizes, so the order never
+    depends on set iteration (hash seeds): the one in the old file first."""
+    return (m.name, m.old_bytes is None, m.old_bytes or 0, m.new_bytes is None, m.new_bytes or 0)
 
 
 def _section_rows(uses_old, uses_new) -> tuple[SectionRow, ...]:
