@@ -85,6 +85,14 @@ class Backend(Protocol):
         """Defaults for the metrics this backend produces."""
         ...
 
+    @classmethod
+    def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
+        """What a run of this backend counts, for a report's SETUP (``groups``: the stored counter groups)."""
+        ...
+
+
+RUSAGE_COUNTED = "wall/user/sys time, max RSS, context switches (wait4 rusage)"  # what the runner reads itself
+
 
 class SameForEverySide:
     """The defaults of a backend that measures every side alike on this machine."""
@@ -103,3 +111,8 @@ class SameForEverySide:
     def plan_lines(self, variants: tuple) -> list[str]:
         """Nothing besides the runs."""
         return []
+
+    @classmethod
+    def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
+        """The runner's own readings: rusage from ``wait4``."""
+        return RUSAGE_COUNTED
