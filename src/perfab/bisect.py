@@ -50,6 +50,7 @@ from typing import Callable
 import tomli_w
 
 from perfab.analyse.compare import Analysis, Row, compare
+from perfab.analyse.verdicts import Verdict
 from perfab.errors import PerfabError, UsageError
 from perfab.run.build import BuildError, repository
 from perfab.spec import Experiment, load_spec, parse_spec
@@ -214,7 +215,7 @@ class _Bisection:
         exp = self._experiment("ends", [self.good, self.bad])
         analysis = self._measure(exp)
         row = self._worst_point(analysis, _side("bad", self.bad))
-        if row.verdict != "**":
+        if row.verdict != Verdict.CHANGE:
             raise PerfabError(f"{self.metric}: good {self.good[:SHORT]} and bad {self.bad[:SHORT]} do not differ "
                               f"beyond noise ({_change(row)}); nothing to bisect")
         if row.higher_is_better is not None and not row.regressed:
@@ -235,8 +236,8 @@ class _Bisection:
             sessions += 1
             vs_good = self._row(analysis, _side("cand", commit))
             vs_bad = self._row(self._rebased(exp, commit), _side("bad", self.bad))
-            from_good = vs_good.verdict == "**" and _up(vs_good) == self.direction
-            from_bad = vs_bad.verdict == "**" and _up(vs_bad) == self.direction
+            from_good = vs_good.verdict == Verdict.CHANGE and _up(vs_good) == self.direction
+            from_bad = vs_bad.verdict == Verdict.CHANGE and _up(vs_bad) == self.direction
             decision = "bad" if from_good else "good" if from_bad else "undecided"
             if decision != "undecided" or sessions > self.max_retries or _deterministic(vs_good, vs_bad):
                 break
@@ -290,7 +291,7 @@ class _Bisection:
             raise UsageError(f"metric {self.metric!r} is missing at sweep point "
                              f"{' '.join(f'{k}={v}' for k, v in sorted(missing)[0])}; pass --metric with one "
                              "every point reports")
-        worse = [r for r in rows if r.verdict == "**" and (r.higher_is_better is None or r.regressed)]
+        worse = [r for r in rows if r.verdict == Verdict.CHANGE and (r.higher_is_better is None or r.regressed)]
         row = max(worse, key=lambda r: abs(r.estimate.delta or 0.0)) if worse else rows[0]
         self.point = row.params
         if row.params:
@@ -330,9 +331,10 @@ def _up(row: Row) -> bool:
 
 
 def _change(row: Row) -> str:
+    from perfab.report.document import mark
     from perfab.report.numbers import fmt_delta
 
-    return f"{fmt_delta(row)} {row.verdict}"
+    return f"{fmt_delta(row)} {mark(row)}"
 
 
 def _summary(commit: str, subject: str, row: Row, change: float | None) -> str:

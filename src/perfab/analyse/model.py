@@ -1,6 +1,7 @@
 """The analysis as data: rows (one metric, one side against the baseline), workload facts, the whole.
 
-Renderers read these and nothing else; ``perfab.analyse.compare`` makes them.
+``perfab.analyse.compare`` makes them; ``perfab.report.document`` builds the
+report document every format renders from them.
 """
 
 from __future__ import annotations
