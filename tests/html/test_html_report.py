@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 from html_helpers import LOCKBENCH, THREE, TWO, analysis_of, cells, cli, lockbench, parse, run_fake, text_table
 
+from perfab.analyse.diagnostics import Diagnostic, Kind
 from perfab.profile import compare_profiles
 from perfab.report import render
 from perfab.report.document import document
@@ -228,7 +229,8 @@ def test_profiles_list_the_top_symbols_per_side(improved):
 def test_warnings_environment_notes_and_setup_are_shown(improved):
     a = analysis_of(improved)
     a = replace(a, env_differences=(("inline", "kernel.release", "6.1.0-test", "6.2.0-test"),),
-                warnings=a.warnings + ("the workloads changed between sessions",), notes=("cachegrind: user space only",))
+                warnings=a.warnings + (Diagnostic(Kind.WORKLOADS_CHANGED, "the workloads changed between sessions"),),
+                notes=("cachegrind: user space only",))
     doc = parse(render_html(document(a)))
     setup = doc.all("pre", "setup")[0].text()
     assert "Hardware: 1x Test CPU 3000" in setup and "runs     : outline 12, inline 12 measured" in setup

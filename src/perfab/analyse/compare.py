@@ -390,29 +390,36 @@ def _env_differences(sessions: list[Session], spec: Experiment) -> tuple[tuple[s
     return tuple(out)
 
 
-def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index) -> list[str]:
+def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index) -> list[Diagnostic]:
+    """What the reader should know about the sessions and sides before trusting any row."""
     warnings = []
     if spec.variants[0].external:
         for v in spec.variants:
             n = sum(1 for s in sessions if s.side == v.name)
             if n == 1:
-                warnings.append(f"one session (boot) of side {v.name!r}: sessions are a random effect and "
-                                "between-boot variation is not estimated; run each side in >= 2 sessions")
+                warnings.append(Diagnostic(Kind.ONE_SESSION, f"one session (boot) of side {v.name!r}: sessions are a "
+                                           "random effect and between-boot variation is not estimated; run each "
+                                           "side in >= 2 sessions", {"side": v.name}))
     for s in sessions:  # interrupted, aborted, or its runner still running (or killed)
         if s.status != "finished":
-            warnings.append(f"session {s.id} is not finished (status {s.status}): this report counts only the "
-                            "runs stored so far; continue it with `perfab run SPEC --resume`")
+            warnings.append(Diagnostic(Kind.UNFINISHED, f"session {s.id} is not finished (status {s.status}): this "
+                                       "report counts only the runs stored so far; continue it with "
+                                       "`perfab run SPEC --resume`", {"session": s.id, "status": s.status}))
     workloads = {json.dumps(_workload_tables(s.spec_text), sort_keys=True) for s in sessions}
     if len(workloads) > 1:
-        warnings.append("the workloads changed between sessions: runs of different commands are pooled")
-        warnings += _parser_changes(sessions)
-    warnings += pooled_warnings(sessions, spec)
+        warnings += diagnostics(Kind.WORKLOADS_CHANGED,
+                                "the workloads changed between sessions: runs of different commands are pooled")
+        warnings += diagnostics(Kind.PARSER_CHANGED, *_parser_changes(sessions))
+    warnings += diagnostics(Kind.POOLED, *pooled_warnings(sessions, spec))
     if spec.order == "sequential":
-        warnings.append("sequential order: slow drift of the machine is confounded with the change")
+        warnings += diagnostics(Kind.SEQUENTIAL_ORDER,
+                                "sequential order: slow drift of the machine is confounded with the change")
     for w in spec.workloads:
         info = idx.workload_info(w, ())
         for variant, reasons in info.failed.items():
-            warnings.append(f"{info.name}: {len(reasons)} failed run(s) on {variant} (first: {reasons[0]})")
+            warnings.append(Diagnostic(Kind.FAILED_RUNS, f"{info.name}: {len(reasons)} failed run(s) on {variant} "
+                                       f"(first: {reasons[0]})",
+                                       {"workload": info.name, "side": variant, "runs": len(reasons)}))
     return warnings
 
 

@@ -1,4 +1,7 @@
-"""What the analysis noticed about a row's data, as objects: a kind, the numbers, and the sentence to print.
+"""What the analysis noticed, as objects: a kind, the numbers, and the sentence to print.
+
+Rows carry diagnostics about their data; the analysis carries the
+experiment's (sessions, sides, pooling) the same way.
 
 A report chooses what to show by ``kind`` (a row with no samples on a side
 is listed as not compared, its diagnostic is not repeated), never by
@@ -26,11 +29,18 @@ class Kind(StrEnum):
     SERIAL = "serial"  # runs correlated in run order (widened, or too few runs to widen)
     RESOLUTION = "resolution"  # the data's grid is coarser than the margin: flat cannot be shown
     SEQUENTIAL = "sequential"  # the sequential design's state of the row, or what it noticed
+    ONE_SESSION = "one_session"  # an external side ran in one session: between-boot variation not estimated
+    UNFINISHED = "unfinished"  # a session did not finish: the report counts the runs stored so far
+    WORKLOADS_CHANGED = "workloads_changed"  # sessions ran different workload definitions, pooled
+    PARSER_CHANGED = "parser_changed"  # sessions read a workload's output with different parsers
+    POOLED = "pooled"  # pooled sessions differ in build, program, machine or spec
+    SEQUENTIAL_ORDER = "sequential_order"  # sides ran one after the other: drift is confounded with the change
+    FAILED_RUNS = "failed_runs"  # measured runs of a workload failed on a side
 
 
 @dataclass(frozen=True)
 class Diagnostic:
-    """One fact about a row's data that the reader should see beside its verdict."""
+    """One fact the reader should see beside the verdicts (about a row's data, or the whole experiment)."""
 
     kind: Kind  # what it is about
     text: str  # the sentence the reports print

@@ -86,7 +86,7 @@ class Analysis:
     environment: dict[str, str]  # the baseline's environment snapshot
     env_differences: tuple[tuple[str, str, str, str], ...]  # (variant, key, baseline value, variant value)
     sessions: int  # sessions stored
-    warnings: tuple[str, ...] = ()  # experiment-level warnings
+    warnings: tuple[Diagnostic, ...] = ()  # experiment-level diagnostics
     notes: tuple[str, ...] = ()  # backend notes (e.g. what a simulated cache cannot tell)
     spec: Experiment | None = None  # the newest session's spec
     profiles: dict = field(default_factory=dict)  # (workload, variant) -> perfab.profile.ProfileRows

@@ -70,7 +70,7 @@ def render_markdown(doc: Report) -> str:
             out.append(f"- {len(info.hidden)} parser metric(s) without a declared direction not shown "
                        f"({md(', '.join(info.hidden))}); `--all` shows them")
     if a.warnings:
-        out += ["", "Warnings:", ""] + [f"- {md(w)}" for w in a.warnings]
+        out += ["", "Warnings:", ""] + [f"- {md(w.text)}" for w in a.warnings]
     return "\n".join(out) + "\n"
 
 
@@ -88,7 +88,7 @@ def render_json(report: Report) -> str:
         "groups": [list(g) for g in a.groups], "runs_per_side": a.runs_per_side, "order": a.order,
         "sessions": a.sessions, "environment": a.environment, "sources": a.sources,
         "env_differences": [dict(variant=v, key=k, baseline=b, other=o) for v, k, b, o in a.env_differences],
-        "warnings": list(a.warnings), "notes": list(a.notes),
+        "warnings": [w.text for w in a.warnings], "notes": list(a.notes),
         "workloads": [dict(name=w.name, command=w.command, failed=w.failed,
                            excluded={f"{metric}: {reason}": n for (metric, reason), n in w.excluded.items()},
                            hidden=list(w.hidden), params=list(w.params)) for w in a.workloads],

@@ -34,7 +34,7 @@ def render_text(doc: Report, absolute: bool = False) -> str:
     for section in doc.sections:
         out += _section(a, section, absolute)
     if a.warnings:
-        out += ["", "WARNINGS"] + [line for w in a.warnings for line in _wrap(f"- {w}")]
+        out += ["", "WARNINGS"] + [line for w in a.warnings for line in _wrap(f"- {w.text}")]
     if a.notes:
         out += ["", "NOTES"] + [line for n in a.notes for line in _wrap(f"- {n}")]
     return _visible("\n".join(out).rstrip() + "\n")

@@ -33,7 +33,7 @@ def render_html(doc: Report) -> str:
     for wi, section in enumerate(doc.sections):
         parts.append(_workload(a, wi, section))
     if a.warnings:
-        parts += ['<h2 id="warnings">Warnings</h2>', table.bullet_list(a.warnings)]
+        parts += ['<h2 id="warnings">Warnings</h2>', table.bullet_list(w.text for w in a.warnings)]
     if a.notes:
         parts += ['<h2 id="notes">Notes</h2>', table.bullet_list(a.notes, "notes")]
     parts.append("<footer>perfab report: static page, no scripts, nothing fetched.</footer>")
