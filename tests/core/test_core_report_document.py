@@ -21,7 +21,7 @@ from perfab.analyse.methods import METHODS
 from perfab.analyse.verdicts import Verdict
 from perfab.report import render
 from perfab.report.document import FORMAT_VERSION, document, mark
-from perfab.report.schema import SCHEMA, markdown
+from perfab.report.schema import SCHEMA, markdown, schema_json
 from perfab.run.backends import TimeBackend, backend_type
 from perfab.store import Store
 
@@ -122,8 +122,10 @@ def _is(value, kind: str) -> bool:
 
 
 def test_the_documented_schema_is_current():
-    """docs/report-json.md is what ``python -m perfab.report.schema`` prints; the README links it."""
+    """docs/report-json.md and .schema.json are what ``python -m perfab.report.schema [--json]`` prints; the
+    README links them."""
     assert (ROOT / "docs" / "report-json.md").read_text() == markdown()
+    assert json.loads((ROOT / "docs" / "report-json.schema.json").read_text()) == SCHEMA == json.loads(schema_json())
     assert "docs/report-json.md" in (ROOT / "README.md").read_text()
 
 
