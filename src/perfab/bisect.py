@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Callable
 
 from perfab.analyse.compare import Analysis, Row, compare
+from perfab.analyse.verdicts import Verdict
 from perfab.errors import PerfabError, UsageError
 from perfab.run.build import BuildError, repository
 from perfab.spec import Experiment, load_spec
@@ -208,7 +209,7 @@ class _Bisection:
         exp = self._experiment("ends", [self.good, self.bad])
         analysis = self._measure(exp)
         row = self._worst_point(analysis, _side("bad", self.bad))
-        if row.verdict != "**":
+        if row.verdict != Verdict.CHANGE:
             raise PerfabError(f"{self.metric}: good {self.good[:SHORT]} and bad {self.bad[:SHORT]} do not differ "
                               f"beyond noise ({_change(row)}); nothing to bisect")
         if row.higher_is_better is not None and not row.regressed:
@@ -229,8 +230,8 @@ class _Bisection:
             sessions += 1
             vs_good = self._row(analysis, _side("cand", commit))
             vs_bad = self._row(self._rebased(exp, commit), _side("bad", self.bad))
-            from_good = vs_good.verdict == "**" and _up(vs_good) == self.direction
-            from_bad = vs_bad.verdict == "**" and _up(vs_bad) == self.direction
+            from_good = vs_good.verdict == Verdict.CHANGE and _up(vs_good) == self.direction
+            from_bad = vs_bad.verdict == Verdict.CHANGE and _up(vs_bad) == self.direction
             decision = "bad" if from_good else "good" if from_bad else "undecided"
             if decision != "undecided" or sessions > self.max_retries or _deterministic(vs_good, vs_bad):
                 break
@@ -280,7 +281,7 @@ class _Bisection:
             raise UsageError(f"metric {self.metric!r} is missing at sweep point "
                              f"{' '.join(f'{k}={v}' for k, v in sorted(missing)[0])}; pass --metric with one "
                              "every point reports")
-        worse = [r for r in rows if r.verdict == "**" and (r.higher_is_better is None or r.regressed)]
+        worse = [r for r in rows if r.verdict == Verdict.CHANGE and (r.higher_is_better is None or r.regressed)]
         row = max(worse, key=lambda r: abs(r.estimate.delta or 0.0)) if worse else rows[0]
         self.point = row.params
         if row.params:
@@ -320,9 +321,10 @@ def _up(row: Row) -> bool:
 
 
 def _change(row: Row) -> str:
+    from perfab.report.document import mark
     from perfab.report.numbers import fmt_delta
 
-    return f"{fmt_delta(row)} {row.verdict}"
+    return f"{fmt_delta(row)} {mark(row)}"
 
 
 def _summary(commit: str, subject: str, row: Row, change: float | None) -> str:

@@ -28,6 +28,23 @@ class TimeBackend(SameForEverySide):
         return {}
 
 
+def backend_type(name: str) -> type:
+    """The backend class a stored session names (``TimeBackend`` for a name this version does not know)."""
+    if name == "perf":
+        from perfab.run.backends.perfstat import PerfStatBackend
+
+        return PerfStatBackend
+    if name == "cachegrind":
+        from perfab.run.backends.cachegrind import CachegrindBackend
+
+        return CachegrindBackend
+    if name == "guest":
+        from perfab.run.backends.guest import GuestBackend
+
+        return GuestBackend
+    return TimeBackend
+
+
 def make_backend(measure: Measure) -> Backend:
     """The backend a spec's ``[measure]`` table asks for."""
     if measure.backend == "perf":
@@ -46,4 +63,4 @@ def make_backend(measure: Measure) -> Backend:
     return TimeBackend()
 
 
-__all__ = ["Backend", "Measurement", "TimeBackend", "make_backend"]
+__all__ = ["Backend", "Measurement", "TimeBackend", "backend_type", "make_backend"]

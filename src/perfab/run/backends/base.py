@@ -78,6 +78,14 @@ class Backend(Protocol):
         """The metrics this backend produces (``perfab.metrics.resolve``), unless the spec overrides them."""
         ...
 
+    @classmethod
+    def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
+        """What a run of this backend counts, for a report's SETUP (``groups``: the stored counter groups)."""
+        ...
+
+
+RUSAGE_COUNTED = "wall/user/sys time, max RSS, context switches (wait4 rusage)"  # what the runner reads itself
+
 
 class SameForEverySide:
     """The defaults of a backend that measures every side alike on this machine."""
@@ -96,3 +104,8 @@ class SameForEverySide:
     def plan_lines(self, variants: tuple) -> list[str]:
         """Nothing besides the runs."""
         return []
+
+    @classmethod
+    def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
+        """The runner's own readings: rusage from ``wait4``."""
+        return RUSAGE_COUNTED

@@ -123,6 +123,11 @@ class CachegrindBackend(SameForEverySide):
     wraps_workload = True
     simulated = True  # valgrind's rusage is the simulator's, never the workload's
 
+    @classmethod
+    def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
+        """Valgrind's simulated caches, user space only."""
+        return "valgrind cachegrind (simulated caches, user space only)"
+
     def __init__(
         self,
         l1i: str | None = None,

@@ -50,6 +50,12 @@ class GuestBackend:
     own_interrupts = True  # measure.interrupts are read inside the guest
     simulated = True  # rusage of the launcher says nothing about the workload
 
+    @classmethod
+    def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
+        """A booted kernel per run, counted by the TCG plugin over the whole guest."""
+        return ("each run boots its side's kernel under QEMU; under TCG perfab's plugin counts the whole guest "
+                "over the workload (instructions and simulated caches, :u user, :k kernel), wall time is emulated")
+
     def __init__(self, measure: Measure, cache_root: Path = Path(".perfab/kernel")):
         self.measure, self.cache_root = measure, cache_root
         self.kernels: dict[str, object] = {}  # side -> perfab.kernel.sides.KernelImage (resolved by prepare)

@@ -55,6 +55,11 @@ class PerfStatBackend(SameForEverySide):
     name = "perf"
     wraps_workload = True
 
+    @classmethod
+    def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
+        """``perf stat`` and the counter groups the runs carried."""
+        return f"perf stat, one group per run: {' | '.join(','.join(g) for g in groups)}"
+
     def __init__(self, counters: list[str], max_events_per_run: int | None = None, perf: str = "perf") -> None:
         if not counters:
             raise UsageError('backend "perf" needs counters: list the events to count, e.g. ["cycles", "instructions"]')
