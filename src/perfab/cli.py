@@ -72,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="exit 1 when a primary metric regressed beyond noise (**)")
     rep.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
 
-    plan = sub.add_parser("plan", help="print the run order a spec would use, without running")
+    plan = sub.add_parser("plan", help="print the schedule a spec gives (builds, setups, services, runs, looks), "
+                                       "without running")
     plan.add_argument("spec")
     plan.add_argument("--side", help="plan only this external side")
     plan.add_argument("--try", action="store_true", dest="trial",
@@ -293,11 +294,11 @@ def _refuse_inputs(output: str, databases: list[str], spec: str | None = None) -
 
 
 def cmd_plan(args, stdout, stderr) -> int:
-    from perfab.plan import make_plan
-    from perfab.report.plan import build_lines, plan_lines
+    from perfab.report.plan import schedule_lines
     from perfab.run.backends import make_backend
     from perfab.run.build import resolve
     from perfab.run.preflight import preflight
+    from perfab.run.schedule import new_schedule
     from perfab.spec import load_spec
 
     exp = load_spec(args.spec)
@@ -308,17 +309,16 @@ def cmd_plan(args, stdout, stderr) -> int:
         return _try(exp, args, stdout, stderr)
     chosen = [v for v in exp.variants if sides is None or v.name in sides]
     sources = resolve(exp, chosen)
-    built = [v.name for v in chosen if v.name in sources]
-    preflight(exp, [v.name for v in chosen if v.name not in sources], _side_env(exp))
-    preflight(exp, built, _side_env(exp), programs=False, sources=sources)  # programs appear when built
     backend = make_backend(exp.measure)
     groups = backend.groups()
+    schedule = new_schedule(exp, sides, len(groups), sources)
+    preflight(exp, schedule, _side_env(exp), sources=sources, built=False)  # built programs appear when built
     for line in backend.plan_lines(tuple(chosen)):
         print(line, file=stdout)
     if exp.sequential is not None:
         print(f"sequential: blocks after the first {exp.sequential.min_runs} runs per side run only while rows "
               f"are undecided (at most {exp.sequential.max_runs} per side)", file=stdout)
-    for line in build_lines(sources) + plan_lines(exp, make_plan(exp, sides, len(groups)), groups, sources):
+    for line in schedule_lines(exp, schedule.possible(), groups, sources):
         print(line, file=stdout)
     return 0
 
