@@ -149,3 +149,57 @@ def test_preflight_checks_every_cell_of_the_schedule(tmp_path):
     preflight(only_b, new_schedule(only_b, ["a"], 1, {}), lambda v: {"PATH": "/usr/bin:/bin"})
     with pytest.raises(UsageError, match="wrap\\[0\\] '/no/such/wrapper' does not exist"):
         preflight(only_b, new_schedule(only_b, None, 1, {}), lambda v: {"PATH": "/usr/bin:/bin"})
+
+
+class _LastWords:
+    """A backend that reads the run's stderr tail from the scratch file it names."""
+
+    name = "lastwords"
+    wraps_workload = False
+    own_interrupts = False
+    simulated = False
+    stderr_file = "tool-stderr"
+
+    def __init__(self):
+        self.read: list[str] = []
+
+    def prepare(self, variants, say):
+        return None
+
+    def for_side(self, variant, workload):
+        return self
+
+    def groups(self):
+        return ((),)
+
+    def wrap(self, argv, scratch, group):
+        return list(argv)
+
+    def collect(self, scratch, group, status):
+        from perfab.run.backends import Measurement
+
+        path = scratch / self.stderr_file
+        self.read.append(path.read_text() if path.exists() else "")
+        return Measurement({})
+
+    def metric_info(self):
+        return {}
+
+
+def test_the_runner_writes_the_stderr_tail_where_the_backend_says_and_nowhere_else(db):
+    from core_helpers import FIXED_ENV
+    from perfab.run.executor import FakeExecutor
+    from perfab.run.runner import Runner
+    from perfab.store import Store
+
+    def behaviour(argv, env):
+        return FakeOutcome(wall_s=0.01, stderr=b"last words of " + env.get("SIDE", "a").encode())
+
+    backend = _LastWords()
+    store = Store(db)
+    exp = parse_spec(two_sides(runs=2, warmup=0, variants='[[variant]]\nname = "a"\n\n[[variant]]\nname = "b"\n'
+                                                          'env = {SIDE = "b"}\n'))
+    result = Runner(exp, store, backend, FakeExecutor(behaviour), dict(FIXED_ENV)).run()
+    store.close()
+    assert result.status == "finished"
+    assert sorted(set(backend.read)) == ["last words of a", "last words of b"] and len(backend.read) == 4
