@@ -49,6 +49,7 @@ class Backend(Protocol):
     wraps_workload: bool  # the executed command is the backend's tool, not the workload: rusage is not its own
     own_interrupts: bool  # the backend reads measure.interrupts itself (in a guest), not this machine's
     simulated: bool  # the workload runs in a simulator (valgrind, QEMU): the wrapper's rusage is not its own
+    stderr_file: str | None  # scratch file the runner fills with the run's stderr tail for ``collect``; None: none
 
     def prepare(self, variants: tuple, say) -> None:
         """Make ready what the sides need (build kernels, probe the accelerator); errors before any run."""
@@ -83,6 +84,10 @@ class Backend(Protocol):
         """What a run of this backend counts, for a report's SETUP (``groups``: the stored counter groups)."""
         ...
 
+    def service_counter(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
+        """What counts the workload's service over one run (``start``/``stop``/``read``), or None."""
+        ...
+
 
 RUSAGE_COUNTED = "wall/user/sys time, max RSS, context switches (wait4 rusage)"  # what the runner reads itself
 
@@ -92,6 +97,7 @@ class SameForEverySide:
 
     own_interrupts = False  # measure.interrupts are this machine's, read around the run
     simulated = False  # the workload runs on this machine's CPU: its rusage is its own
+    stderr_file = None  # collect reads no stderr of the run
 
     def prepare(self, variants: tuple, say) -> None:
         """Nothing to make ready."""
@@ -109,3 +115,7 @@ class SameForEverySide:
     def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
         """The runner's own readings: rusage from ``wait4``."""
         return RUSAGE_COUNTED
+
+    def service_counter(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
+        """Nothing counts the service: its CPU time and I/O are read from /proc all the same."""
+        return None

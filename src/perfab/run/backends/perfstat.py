@@ -54,6 +54,7 @@ class PerfStatBackend(SameForEverySide):
 
     name = "perf"
     wraps_workload = True
+    stderr_file = STDERR_NAME  # perf's last words (a signal death) are read from the run's stderr
 
     @classmethod
     def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
@@ -100,6 +101,13 @@ class PerfStatBackend(SameForEverySide):
         if (bad := _misnamed(rows, events)) is not None:
             return Measurement({}, failure=bad)
         return _measurement(dict(zip(events, rows)), group, stderr)
+
+    def service_counter(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
+        """``perf stat`` on the service's pids (or ``cpus``) for one run, with the group's hardware events."""
+        from perfab.run.backends.perfservice import ServiceCounter
+
+        events = tuple(e for e in group if not e.endswith(("_time", "duration_time")))
+        return ServiceCounter(self.perf, events, scratch, pids=pids, cpus=cpus)
 
     def metric_info(self) -> dict[str, Metric]:
         """Units and directions of every counter and derived metric."""
