@@ -27,6 +27,9 @@ Beside the wall time, the CPU time the way's processes used (getrusage of
 the reaped children): other work on a shared machine stretches the wall
 time of every way, much less their CPU time.
 
+``--other DIR`` adds another checkout's perfab (its ``src``) beside this
+one, e.g. the commit before a change, timed the same way in the same run.
+
     PYTHONPATH=src .venv/bin/python bench/harness_overhead.py [--small 100] [--large 500] [--repeat 7]
 """
 
@@ -69,9 +72,9 @@ def hyperfine(runs: int) -> tuple[float, float]:
 class Perfab:
     """``perfab run`` of /bin/true into one database, a fresh experiment (and spec file) each time."""
 
-    def __init__(self, db: str, folder: Path):
+    def __init__(self, db: str, folder: Path, src: Path = REPO / "src"):
         self.db, self.folder, self.count = db, folder, 0
-        self.env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+        self.env = {**os.environ, "PYTHONPATH": str(src)}
 
     def __call__(self, runs: int) -> tuple[float, float]:
         self.count += 1
@@ -121,17 +124,22 @@ def postgres(folder: Path, say: Callable[[str], None]):
 Way = Callable[[int], tuple[float, float]]  # runs -> (seconds, CPU seconds)
 
 
-def ways(folder: Path, say: Callable[[str], None]) -> tuple[dict[str, Way], object]:
-    """The ways to time, by column name, and the PostgreSQL server to stop afterwards (or None)."""
+def ways(folder: Path, say: Callable[[str], None], other: Path | None) -> tuple[dict[str, Way], object]:
+    """The ways to time, by column name, and the PostgreSQL server to stop afterwards (or None); with
+    ``other`` (another checkout's ``src``), its perfab too, into databases of its own."""
     found: dict[str, Way] = {"bare": bare}
     if shutil.which("hyperfine"):
         found["hyperfine -N"] = hyperfine
     else:
         say("hyperfine -N: left out (not installed; `make sysdeps` installs Debian's hyperfine)")
     found["perfab SQLite"] = Perfab(str(folder / "overhead.db"), folder)
+    if other is not None:
+        found["other SQLite"] = Perfab(str(folder / "other.db"), folder, other)
     server, url = postgres(folder, say)
     if url is not None:
         found["perfab PostgreSQL"] = Perfab(url, folder)
+        if other is not None:
+            found["other PostgreSQL"] = Perfab(server.new_database(), folder, other)
     return found, server
 
 
@@ -205,9 +213,11 @@ def main() -> None:
     ap.add_argument("--small", type=int, default=100, help="runs in the short session (default 100)")
     ap.add_argument("--large", type=int, default=500, help="runs in the long session (default 500)")
     ap.add_argument("--repeat", type=int, default=7, help="interleaved repetitions (default 7)")
+    ap.add_argument("--other", type=Path, help="also time the perfab of another checkout's src/ (e.g. an "
+                    "older commit's, from `git worktree add`), as the columns 'other ...'")
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="perfab-overhead-"))
-    found, server = ways(folder, print)
+    found, server = ways(folder, print, args.other.resolve() if args.other else None)
     try:
         repetition(0, found, 10, 20)  # warms caches, builds perfab's exec helper if needed
         timings = []
