@@ -39,7 +39,7 @@ from perfab.store.runwrite import RUN_COLUMNS, RunWriter, run_values
 
 _TYPES = ("bigint", "double precision", "text", "text", "double precision", "double precision",
           "double precision", "bigint", "bigint", "bigint", "bigint", "bigint", "bigint", "bytea", "bytea",
-          "bigint", "bigint", "text")  # RUN_COLUMNS from planned_id, less attempt: a bare parameter is text
+          "bigint", "bigint", "text")  # RUN_COLUMNS but attempt; cast, as an untyped parameter in a SELECT is text
 
 _VALUES = ", ".join(f"%s::{t}" for t in _TYPES)
 _COLUMNS = RUN_COLUMNS.replace("planned_id, attempt, ", "")
