@@ -12,6 +12,7 @@ import pytest
 
 from contract_helpers import plan, record, start
 from perfab.errors import StoreError
+from perfab.metrics import resolve
 from perfab.plan import PlannedRun
 
 # Floats whose shortest text is long, tiny, huge or negative: each must come back as the same double.
@@ -27,7 +28,8 @@ def test_a_later_run_stores_every_part_exactly(stores):
                  notes=("first note", "second \"note\""), profile={"self.main": 61.5, "self.λ": 38.5},
                  stdout=b"bytes \x00\xff kept\n", stderr=b"err\n", stdout_bytes=1 << 40, stderr_bytes=4,
                  sources={**{m: "parser" for m in AWKWARD}, "wall_s": "rusage"},
-                 meta={"ops": (None, True, False), "wall_s": ("s", False, False)})
+                 meta={"ops": resolve("ops", unit="", higher_is_better=True, origin="parser"),
+                       "wall_s": resolve("wall_s")})
     run_id = store.record_run(session, plan()[1], rec)
     assert {m: v for r, m, v in store.samples("contract") if r == run_id} == AWKWARD  # bit for bit: == on floats
     assert {m: why for r, m, why in store.exclusions("contract") if r == run_id} == rec.excluded
