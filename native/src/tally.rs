@@ -46,7 +46,9 @@ pub struct Change<'a> {
 fn tally<'a>(s: &Sites<'a>) -> Map<&'a str, Tally<'a>> {
     let mut out: Map<&'a str, Tally<'a>> = Map::default();
     for i in 0..s.callee.len() {
-        let t = out.entry(s.strings[s.callee[i] as usize].as_str()).or_default();
+        let t = out
+            .entry(s.strings[s.callee[i] as usize].as_str())
+            .or_default();
         let bytes = s.inclusive[i] as u64;
         t.sites += 1;
         t.exclusive += s.exclusive[i] as u64;
@@ -70,7 +72,10 @@ pub fn compare<'a>(old: &Sites<'a>, new: &Sites<'a>, top: usize) -> Vec<Change<'
     callees.extend(b.keys().copied().filter(|c| !a.contains_key(c)));
     let mut out = Vec::new();
     for callee in callees {
-        let (x, y) = (a.get(callee).unwrap_or(&empty), b.get(callee).unwrap_or(&empty));
+        let (x, y) = (
+            a.get(callee).unwrap_or(&empty),
+            b.get(callee).unwrap_or(&empty),
+        );
         if (x.sites, x.exclusive, x.inclusive) == (y.sites, y.exclusive, y.inclusive) {
             continue;
         }
@@ -85,10 +90,26 @@ pub fn compare<'a>(old: &Sites<'a>, new: &Sites<'a>, top: usize) -> Vec<Change<'
     out
 }
 
-fn top_callers<'a>(x: &Tally<'a>, y: &Tally<'a>, old: &Sites<'a>, new: &Sites<'a>, top: usize) -> Vec<(&'a str, i64, &'a str, u32)> {
+fn top_callers<'a>(
+    x: &Tally<'a>,
+    y: &Tally<'a>,
+    old: &Sites<'a>,
+    new: &Sites<'a>,
+    top: usize,
+) -> Vec<(&'a str, i64, &'a str, u32)> {
     let get = |t: &Tally<'a>, c: &str| t.by_caller.get(c).map_or(0, |v| v.0 as i64);
-    let mut deltas: Vec<(&'a str, i64)> = x.by_caller.keys().copied().collect::<Vec<_>>().into_iter()
-        .chain(y.by_caller.keys().copied().filter(|c| !x.by_caller.contains_key(c)))
+    let mut deltas: Vec<(&'a str, i64)> = x
+        .by_caller
+        .keys()
+        .copied()
+        .collect::<Vec<_>>()
+        .into_iter()
+        .chain(
+            y.by_caller
+                .keys()
+                .copied()
+                .filter(|c| !x.by_caller.contains_key(c)),
+        )
         .map(|c| (c, get(y, c) - get(x, c)))
         .filter(|&(_, d)| d != 0)
         .collect();
@@ -99,7 +120,12 @@ fn top_callers<'a>(x: &Tally<'a>, y: &Tally<'a>, old: &Sites<'a>, new: &Sites<'a
         .map(|(caller, d)| {
             let (t, s) = if d > 0 { (y, new) } else { (x, old) };
             let site = t.by_caller[caller].1;
-            (caller, d, s.strings[s.file[site] as usize].as_str(), s.line[site])
+            (
+                caller,
+                d,
+                s.strings[s.file[site] as usize].as_str(),
+                s.line[site],
+            )
         })
         .collect()
 }
@@ -122,10 +148,16 @@ mod tests {
 
     #[test]
     fn sums_per_callee_and_names_the_largest_caller() {
-        let strings: Vec<String> = ["", "lock", "main", "a.c", "work", "same"].iter().map(|s| s.to_string()).collect();
+        let strings: Vec<String> = ["", "lock", "main", "a.c", "work", "same"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         // old: lock in main (4 B, line 1); new: lock in main twice (4 B line 2, 9 B line 3), lock in work (2 B)
         let old = sites(&strings, &[(1, 2, 4, 1), (5, 2, 7, 9)]);
-        let new = sites(&strings, &[(1, 2, 4, 2), (1, 2, 9, 3), (1, 4, 2, 4), (5, 2, 7, 9)]);
+        let new = sites(
+            &strings,
+            &[(1, 2, 4, 2), (1, 2, 9, 3), (1, 4, 2, 4), (5, 2, 7, 9)],
+        );
         let changes = compare(&old, &new, 3);
         assert_eq!(changes.len(), 1, "an unchanged callee is left out");
         let c = &changes[0];
@@ -137,7 +169,10 @@ mod tests {
 
     #[test]
     fn ties_keep_the_first_site_and_sort_callers_by_name() {
-        let strings: Vec<String> = ["", "f", "b", "a.c", "a"].iter().map(|s| s.to_string()).collect();
+        let strings: Vec<String> = ["", "f", "b", "a.c", "a"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         let old = sites(&strings, &[]);
         let new = sites(&strings, &[(1, 2, 5, 1), (1, 2, 5, 2), (1, 4, 10, 7)]);
         let c = &compare(&old, &new, 3)[0];
