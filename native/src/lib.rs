@@ -134,6 +134,15 @@ fn sites_of<'a>(d: &Bound<'_, PyDict>, strings: &'a [String]) -> PyResult<Sites<
     Ok(sites)
 }
 
+/// What reading only some units would cost (a measurement for the bench):
+/// `(load seconds, [(walk seconds on one thread, [function symbol, ...]), ...])`
+/// per unit in `.debug_info` order, or `None` without `.debug_info`.
+#[pyfunction]
+fn unit_costs(py: Python<'_>, path: &str) -> PyResult<PyObject> {
+    let costs = py.allow_threads(|| guarded(|| collect::unit_costs(path))).map_err(PyValueError::new_err)?;
+    Ok(costs.into_py(py))
+}
+
 /// Run `read`, turning a panic (a bug met on some corrupt input) into a
 /// one-line error instead of a `PanicException` and a backtrace on stderr.
 pub fn guarded<T>(read: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
@@ -194,6 +203,7 @@ fn perfab_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(inline_sites, m)?)?;
     m.add_function(wrap_pyfunction!(nm_diff, m)?)?;
     m.add_function(wrap_pyfunction!(compare_sites, m)?)?;
+    m.add_function(wrap_pyfunction!(unit_costs, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
