@@ -5,8 +5,9 @@ file (DWARF 4 and 5, compressed sections, vmlinux) and returns every concrete
 function and every ``DW_TAG_inlined_subroutine`` as packed columns.  Each
 code byte belongs to its innermost inline site: a site's exclusive bytes are
 its address ranges minus its children's, its inclusive bytes are all of its
-ranges.  This module turns those columns into ``InlineSite`` values and
-compares two files per callee, which answers "every ``_raw_spin_unlock``
+ranges.  This module keeps those columns, builds ``InlineSite`` values only
+for the sites asked for, and compares two files per callee (counted by the
+reader's ``compare_sites``), which answers "every ``_raw_spin_unlock``
 call site grew by N bytes, across K sites" (seed 000) and "``copy_process``
 now inlines ``copy_mm`` whole" (seed 001).
 """
