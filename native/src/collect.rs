@@ -2,6 +2,7 @@
 //! string table and flat columns.
 
 use std::borrow::Cow;
+use std::time::Instant;
 
 use gimli::{EndianSlice, RunTimeEndian, SectionId};
 use rayon::prelude::*;
@@ -59,6 +60,43 @@ pub fn read_inline_sites(path: &str, threads: usize) -> Result<Option<Columns>, 
     });
     Ok(Some(merge(outs, &loaded)))
 }
+
+/// What a pass over some units only would cost: the seconds to map and load
+/// the file's sections, then per unit the seconds its walk takes on one
+/// thread and the ELF symbols at its functions' entries (`None`: no
+/// `.debug_info`).  A measurement for the size bench, not used by the diff.
+pub fn unit_costs(path: &str) -> Result<Option<UnitCosts>, String> {
+    let start = Instant::now();
+    let mapped = Mapped::open(path)?;
+    let loaded = load(mapped.bytes())?;
+    if loaded.sections.get(".debug_info").is_none_or(|s| s.is_empty()) {
+        return Ok(None);
+    }
+    let ctx = context(&loaded)?;
+    let load_s = start.elapsed().as_secs_f64();
+    let units = (0..ctx.headers.len())
+        .map(|i| {
+            let t = Instant::now();
+            let out = walk_unit(&ctx, i);
+            let seconds = t.elapsed().as_secs_f64();
+            let names = out.map_or_else(
+                |_| Vec::new(),
+                |cu| {
+                    cu.funcs
+                        .iter()
+                        .filter_map(|f| loaded.symbols.get(&f.entry))
+                        .map(|n| String::from_utf8_lossy(n).into_owned())
+                        .collect()
+                },
+            );
+            (seconds, names)
+        })
+        .collect();
+    Ok(Some((load_s, units)))
+}
+
+/// (load seconds, per unit (walk seconds, function symbols)); see `unit_costs`.
+pub type UnitCosts = (f64, Vec<(f64, Vec<String>)>);
 
 fn context<'a>(loaded: &'a Loaded<'_>) -> Result<Ctx<'a>, String> {
     let endian = if loaded.little_endian {

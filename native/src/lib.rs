@@ -13,11 +13,14 @@ mod names;
 mod nm;
 mod ranges;
 mod resolve;
+mod tally;
 mod walk;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
+
+use crate::tally::Sites;
 
 pub use collect::{read_inline_sites, Columns};
 
@@ -75,6 +78,69 @@ fn nm_diff(py: Python<'_>, old: &str, new: &str, groups: Vec<String>) -> PyResul
         out.append((t.add, t.remove, t.grow, t.shrink, t.up, t.down, t.old_total, t.new_total, rows))?;
     }
     Ok((target(&ta), target(&tb), out).into_py(py))
+}
+
+/// Compare two files' inline sites per callee: the dicts `inline_sites`
+/// returned for the old and the new file.
+///
+/// Returns one tuple per callee whose site count or byte sums differ,
+/// unordered: `(callee, sites old, sites new, exclusive old, exclusive new,
+/// inclusive old, inclusive new, callers)`, callers being at most `top`
+/// `(caller, inclusive delta, call file, call line)` of nonzero delta,
+/// largest |delta| first, the line that of the caller's largest site on the
+/// side that grew.  Names compare as strings, as in the Python tally.
+#[pyfunction]
+#[pyo3(signature = (old, new, top = 3))]
+fn compare_sites(py: Python<'_>, old: &Bound<'_, PyDict>, new: &Bound<'_, PyDict>, top: usize) -> PyResult<PyObject> {
+    let (so, sn): (Vec<String>, Vec<String>) = (item(old, "strings")?.extract()?, item(new, "strings")?.extract()?);
+    let (a, b) = (sites_of(old, &so)?, sites_of(new, &sn)?);
+    let changes = py.allow_threads(|| tally::compare(&a, &b, top));
+    let out = PyList::empty_bound(py);
+    for c in changes {
+        out.append((c.callee, c.sites.0, c.sites.1, c.exclusive.0, c.exclusive.1, c.inclusive.0, c.inclusive.1, c.top))?;
+    }
+    Ok(out.into_any().unbind())
+}
+
+fn item<'py>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Bound<'py, PyAny>> {
+    d.get_item(key)?.ok_or_else(|| PyValueError::new_err(format!("the column {key} is missing")))
+}
+
+fn u32s(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Vec<u32>> {
+    let any = item(d, key)?;
+    let bytes = any.downcast::<PyBytes>()?.as_bytes();
+    Ok(bytes.chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).collect())
+}
+
+fn sites_of<'a>(d: &Bound<'_, PyDict>, strings: &'a [String]) -> PyResult<Sites<'a>> {
+    let func_name = u32s(d, "func_name")?;
+    let caller = u32s(d, "site_func")?.iter().map(|&f| func_name[f as usize]).collect();
+    let sites = Sites {
+        strings,
+        callee: u32s(d, "site_callee")?,
+        caller,
+        file: u32s(d, "site_file")?,
+        line: u32s(d, "site_line")?,
+        exclusive: u32s(d, "site_exclusive")?,
+        inclusive: u32s(d, "site_inclusive")?,
+    };
+    let n = sites.callee.len();
+    let ok = [&sites.caller, &sites.file, &sites.line, &sites.exclusive, &sites.inclusive].iter().all(|c| c.len() == n)
+        && [&sites.callee, &sites.file].iter().all(|c| c.iter().all(|&i| (i as usize) < strings.len()))
+        && sites.caller.iter().all(|&i| (i as usize) < strings.len());
+    if !ok {
+        return Err(PyValueError::new_err("the site columns do not match each other or the string table"));
+    }
+    Ok(sites)
+}
+
+/// What reading only some units would cost (a measurement for the bench):
+/// `(load seconds, [(walk seconds on one thread, [function symbol, ...]), ...])`
+/// per unit in `.debug_info` order, or `None` without `.debug_info`.
+#[pyfunction]
+fn unit_costs(py: Python<'_>, path: &str) -> PyResult<PyObject> {
+    let costs = py.allow_threads(|| guarded(|| collect::unit_costs(path))).map_err(PyValueError::new_err)?;
+    Ok(costs.into_py(py))
 }
 
 /// Run `read`, turning a panic (a bug met on some corrupt input) into a
@@ -136,6 +202,8 @@ fn perfab_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     std::panic::set_hook(Box::new(|_| {}));
     m.add_function(wrap_pyfunction!(inline_sites, m)?)?;
     m.add_function(wrap_pyfunction!(nm_diff, m)?)?;
+    m.add_function(wrap_pyfunction!(compare_sites, m)?)?;
+    m.add_function(wrap_pyfunction!(unit_costs, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from inline_helpers import source_lines
-from perfab.size.inline import InlineChange, compare_inlines, format_inline_changes, read_inline_index
+from perfab.size.causes import InlineView
+from perfab.size.inline import InlineChange, InlineIndex, compare_inlines, format_inline_changes, read_inline_index
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -99,3 +100,33 @@ def test_lockbench_inlined_unlock_grows_every_site(tmp_path):
     assert unlock.sites_old == 0 and unlock.sites_new == source.read_text().count("\tunlock(")
     assert 8 <= unlock.bytes_per_site_new <= 128
     assert unlock.evidence[0].startswith("lockbench.c:")
+
+
+def by_values(index):
+    """The same sites as values only, so compare_inlines takes its per-site Python tally."""
+    return InlineIndex(tuple(index.sites), index.covered_bytes, index.function_bytes)
+
+
+@pytest.mark.parametrize("source,old_flags,new_flags", [
+    ("sites.c", ("-O2", "-DHELPER_OUTLINE"), ("-O2",)),
+    ("nested.c", ("-Os",), ("-O3",)),
+])
+def test_compiled_tally_matches_the_per_site_tally(build, source, old_flags, new_flags):
+    """The compiled reader's per-callee comparison gives the changes the per-site Python tally gives."""
+    old, new = (read_inline_index(build(source, *flags, "-g")) for flags in (old_flags, new_flags))
+    for a, b in ((old, new), (new, old)):
+        native = compare_inlines(a, b)
+        assert native and any(c.evidence for c in native)
+        assert native == compare_inlines(by_values(a), by_values(b))
+
+
+def test_sites_grouped_lazily_match_the_listed_grouping(build):
+    """Families' sites built from the columns on demand equal the grouping of every site's value."""
+    index = read_inline_index(build("nested.c", "-O2", "-g"))
+    lazy, listed = InlineView.of(index), InlineView.of(by_values(index))
+    assert index.columns is not None and by_values(index).columns is None
+    for groups, values in ((lazy.by_callee, listed.by_callee), (lazy.by_caller, listed.by_caller)):
+        assert values
+        for base, sites in values.items():
+            assert groups.get(base) == sites and groups.count(base) == len(sites) == values.count(base)
+        assert groups.get("no such function", []) == [] and groups.count("no such function") == 0

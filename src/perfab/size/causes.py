@@ -17,6 +17,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from perfab.size.families import PREFIXES, FamilyMember, clone_label, family_base
 
 CAUSE_KINDS = ("new", "removed", "inlined", "uninlined", "clone", "body")
@@ -30,24 +32,67 @@ class Cause:
     text: str  # the phrase the report prints, e.g. "inlined into its only caller main"
 
 
+class SiteGroups:
+    """Inline sites grouped by a family base; a group's ``InlineSite`` values are built when asked for.
+
+    Over the reader's columns only the string ids are grouped: ``family_base``
+    runs once per distinct name, and a vmlinux's ~300,000 sites become values
+    only for the families a cause names.
+    """
+
+    def __init__(self, columns, ids: np.ndarray):
+        self.columns = columns  # perfab.size.inline.SiteColumns
+        distinct, inverse = np.unique(ids, return_inverse=True)
+        self.number: dict[str, int] = {}  # family base -> group number
+        codes = np.array([self.number.setdefault(family_base(columns.strings[i]), len(self.number))
+                          for i in distinct.tolist()], dtype=np.int64)
+        code = codes[inverse] if len(ids) else np.zeros(0, dtype=np.int64)
+        self.order = np.argsort(code, kind="stable")  # site positions grouped, DWARF order within a group
+        self.bounds = np.searchsorted(code[self.order], np.arange(len(self.number) + 1))
+
+    def _positions(self, base: str) -> np.ndarray | None:
+        k = self.number.get(base)
+        return None if k is None else self.order[self.bounds[k] : self.bounds[k + 1]]
+
+    def get(self, base: str, default=None):
+        """The sites of family ``base`` in DWARF order, or ``default``."""
+        where = self._positions(base)
+        return default if where is None else self.columns.sites(where)
+
+    def count(self, base: str) -> int:
+        """How many sites family ``base`` has."""
+        where = self._positions(base)
+        return 0 if where is None else len(where)
+
+
+class _Listed(dict):
+    """Sites given as values, grouped by family base (``SiteGroups``' interface)."""
+
+    def count(self, base: str) -> int:
+        """How many sites family ``base`` has."""
+        return len(self.get(base, ()))
+
+
 @dataclass(frozen=True)
 class InlineView:
     """One side's inline sites, grouped by the families of callee and caller."""
 
-    by_callee: dict[str, list[Any]]  # callee family base -> InlineSite list
-    by_caller: dict[str, list[Any]]  # family base of the out-of-line caller -> InlineSite list
+    by_callee: Any  # callee family base -> InlineSite list (``get``, ``count``)
+    by_caller: Any  # family base of the out-of-line caller -> InlineSite list (``get``, ``count``)
 
     @classmethod
     def of(cls, index) -> InlineView | None:
         """Group an ``InlineIndex`` (None stays None)."""
         if index is None:
             return None
+        if index.columns is not None:
+            return cls(SiteGroups(index.columns, index.columns.callee), SiteGroups(index.columns, index.columns.caller))
         callee: dict[str, list[Any]] = defaultdict(list)
         caller: dict[str, list[Any]] = defaultdict(list)
         for site in index.sites:
             callee[family_base(site.callee)].append(site)
             caller[family_base(site.caller)].append(site)
-        return cls(dict(callee), dict(caller))
+        return cls(_Listed(callee), _Listed(caller))
 
 
 def explain(base: str, members: list[FamilyMember], old: InlineView | None, new: InlineView | None) -> Cause:
@@ -120,7 +165,7 @@ def _inline_detail(base: str, old: InlineView | None, new: InlineView | None, to
         out.append(f"now inlines {shown}" + (f" and {len(gained) - top} more" if len(gained) > top else ""))
     if lost:
         out.append(f"no longer inlines {', '.join(lost[:top])}" + (f" and {len(lost) - top} more" if len(lost) > top else ""))
-    grew = len(new.by_callee.get(base, [])) - len(old.by_callee.get(base, []))
+    grew = new.by_callee.count(base) - old.by_callee.count(base)
     if grew:
         out.append(f"inlined at {abs(grew)} {'more' if grew > 0 else 'fewer'} site{'s' if abs(grew) != 1 else ''}")
     return out

@@ -138,10 +138,11 @@ def diff_files(
     for f in (fo, fn):
         if f.symbols is None:
             raise UsageError(f"{f.path}: no .symtab (stripped): nothing to compare symbol by symbol; give unstripped builds (a -dbg vmlinux)")
+    reads = _start_reads(fo, fn, dwarf)  # the DWARF walks run without the GIL while the symbols are compared
     so, sn = read_symbols(fo), read_symbols(fn)
     joined = _join(so, sn, KINDS)
     tables = tuple(_table(so, sn, m, joined) for m in MODES[mode])
-    idx_old, idx_new, inline_changes, more = _inline_indexes(fo, fn, dwarf)
+    idx_old, idx_new, inline_changes, more = _inline_indexes(fo, fn, dwarf, reads)
     families = _families(so, sn, joined, InlineView.of(idx_old), InlineView.of(idx_new), _MODE_KINDS[mode if mode != "categories" else "all"])
     coverage = Coverage(_text_pct(so), _text_pct(sn), _inline_pct(idx_old), _inline_pct(idx_new))
     sections = _section_rows(so.sections, sn.sections)
@@ -269,17 +270,26 @@ def _inline_pct(index) -> float | None:
     return 100.0 * index.covered_bytes / index.function_bytes
 
 
-def _inline_indexes(fo: ElfFile, fn: ElfFile, dwarf: bool):
-    """(old index, new index, inline listing, warnings); indexes None where unavailable."""
+def _start_reads(fo: ElfFile, fn: ElfFile, dwarf: bool):
+    """(inline module or the error loading it, refused files' reasons, path -> future of its index)."""
     if not dwarf:
-        return None, None, None, ["DWARF not read (--no-dwarf): causes come from symbols alone; inlining is not detected"]
+        return None, {}, {}
     try:
         from perfab.size import inline
     except ImportError as err:
-        return None, None, None, [f"inline causes unavailable: the DWARF reader could not be loaded ({err}); causes come from symbols alone"]
-    warnings = [f"{f.path}: no debug info: inlined/uninlined causes unavailable; build with -g" for f in (fo, fn) if not f.has_debug_info]
+        return err, {}, {}
     refused = {f.path: bomb for f in (fo, fn) if f.has_debug_info and (bomb := inflation_refused(f)) is not None}
-    reads = _read_both(inline, [f.path for f in (fo, fn) if f.has_debug_info and f.path not in refused])
+    return inline, refused, _read_both(inline, [f.path for f in (fo, fn) if f.has_debug_info and f.path not in refused])
+
+
+def _inline_indexes(fo: ElfFile, fn: ElfFile, dwarf: bool, started):
+    """(old index, new index, inline listing, warnings); indexes None where unavailable."""
+    inline, refused, reads = started
+    if not dwarf:
+        return None, None, None, ["DWARF not read (--no-dwarf): causes come from symbols alone; inlining is not detected"]
+    if isinstance(inline, ImportError):
+        return None, None, None, [f"inline causes unavailable: the DWARF reader could not be loaded ({inline}); causes come from symbols alone"]
+    warnings = [f"{f.path}: no debug info: inlined/uninlined causes unavailable; build with -g" for f in (fo, fn) if not f.has_debug_info]
     indexes = []
     for f in (fo, fn):
         index = None
@@ -304,11 +314,14 @@ def _inline_indexes(fo: ElfFile, fn: ElfFile, dwarf: bool):
 
 def _read_both(inline, paths: list[str]) -> dict:
     """Start reading each file's inline index at once: the compiled reader runs without the GIL, so one
-    file's DWARF walk overlaps the other's conversion to Python values.  Path -> future."""
+    file's DWARF walk overlaps the other's conversion to Python values, and both overlap the symbol diff.
+    Path -> future."""
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return {p: pool.submit(inline.read_inline_index, p) for p in dict.fromkeys(paths)}
+    pool = ThreadPoolExecutor(max_workers=2)
+    futures = {p: pool.submit(inline.read_inline_index, p) for p in dict.fromkeys(paths)}
+    pool.shutdown(wait=False)  # the threads finish their reads; the futures hold the results
+    return futures
 
 
 INFLATION_FACTOR = 100  # compressed DWARF inflates 3-10x in practice; zlib's worst case is about 1000x

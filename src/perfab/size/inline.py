@@ -5,21 +5,23 @@ file (DWARF 4 and 5, compressed sections, vmlinux) and returns every concrete
 function and every ``DW_TAG_inlined_subroutine`` as packed columns.  Each
 code byte belongs to its innermost inline site: a site's exclusive bytes are
 its address ranges minus its children's, its inclusive bytes are all of its
-ranges.  This module turns those columns into ``InlineSite`` values and
-compares two files per callee, which answers "every ``_raw_spin_unlock``
+ranges.  This module keeps those columns, builds ``InlineSite`` values only
+for the sites asked for, and compares two files per callee (counted by the
+reader's ``compare_sites``), which answers "every ``_raw_spin_unlock``
 call site grew by N bytes, across K sites" (seed 000) and "``copy_process``
 now inlines ``copy_mm`` whole" (seed 001).
 """
 
 from __future__ import annotations
 
-import sys
-from array import array
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import repeat
 from pathlib import Path
 from typing import NamedTuple
+
+import numpy as np
 
 from perfab.errors import ToolError, UsageError
 
@@ -47,16 +49,63 @@ class InlineSite(NamedTuple):
     callee_linkage: str = ""  # callee's DW_AT_linkage_name (C++ mangled name), "" in C
 
 
+class SiteColumns:
+    """One file's inline sites as the reader's packed columns; ``InlineSite`` values built on demand.
+
+    A vmlinux has ~300,000 sites: the diff compares them per callee in the
+    compiled reader (``compare_sites``) and builds values only for the sites
+    a cause names.
+    """
+
+    def __init__(self, data: dict):
+        self.data = data  # the reader's dict: "strings" and little-endian u32/i32 columns
+        self.strings: list[str] = data["strings"]
+        self.callee = _array(data, "site_callee")
+        func = _array(data, "site_func")
+        self.caller = _array(data, "func_name")[func]  # string id of each site's function
+        self.symbol = _array(data, "func_symbol")[func]  # string id of the ELF symbol at each site's function
+        self.parent = _array(data, "site_parent", "<i4")  # enclosing site's position, -1 at top level
+        self.rest = {key: _array(data, key) for key in ("site_file", "site_line", "site_exclusive", "site_inclusive", "site_linkage")}
+
+    def sites(self, which=None) -> list[InlineSite]:
+        """The sites at positions ``which`` (all when None), in that order."""
+        pick = (lambda col: col) if which is None else (lambda col: col[which])
+        strings, rest = self.strings, self.rest
+        parent = pick(self.parent)
+        parent_callee = [strings[i] for i in self.callee[np.maximum(parent, 0)].tolist()] if len(parent) else []
+        return list(map(tuple.__new__, repeat(InlineSite), zip(
+            [strings[i] for i in pick(self.callee).tolist()],
+            [strings[i] for i in pick(self.caller).tolist()],
+            [c if p >= 0 else None for p, c in zip(parent.tolist(), parent_callee)],
+            [strings[i] for i in pick(rest["site_file"]).tolist()],
+            pick(rest["site_line"]).tolist(),
+            pick(rest["site_exclusive"]).tolist(),
+            pick(rest["site_inclusive"]).tolist(),
+            [strings[i] for i in pick(self.symbol).tolist()],
+            [strings[i] for i in pick(rest["site_linkage"]).tolist()],
+        )))
+
+
+def _array(data: dict, key: str, dtype: str = "<u4") -> np.ndarray:
+    return np.frombuffer(data[key], dtype=dtype).astype(np.int64)
+
+
 @dataclass(frozen=True)
 class InlineIndex:
     """Every inline site of one file, with the code they cover."""
 
-    sites: tuple[InlineSite, ...]  # in DWARF order
+    given: tuple[InlineSite, ...] | None  # sites given as values; None: decoded from ``columns`` on first use
     covered_bytes: int  # code bytes inside some inline site's ranges
     function_bytes: int  # code bytes inside concrete functions' ranges
     functions: int = 0  # concrete functions seen
     dwarf_versions: tuple[int, ...] = ()  # unit versions present (4, 5)
     warnings: tuple[str, ...] = ()  # units that could not be read, one line each
+    columns: SiteColumns | None = field(default=None, compare=False)  # the reader's columns; None: built from values
+
+    @cached_property
+    def sites(self) -> tuple[InlineSite, ...]:
+        """Every site, in DWARF order."""
+        return self.given if self.given is not None else tuple(self.columns.sites())
 
     def by_callee(self) -> dict[str, list[InlineSite]]:
         """Sites grouped by inlined function."""
@@ -132,39 +181,16 @@ def read_inline_index(path: str | Path, threads: int = 0) -> InlineIndex | None:
     return _index_from_columns(data)
 
 
-def _column(data: dict, key: str, code: str = "I") -> list[int]:
-    col = array(code)
-    col.frombytes(data[key])
-    if sys.byteorder == "big":
-        col.byteswap()
-    return col.tolist()
-
-
 def _index_from_columns(data: dict) -> InlineIndex:
-    """Sites from the reader's columns, each field built as one list (a vmlinux has ~300,000 sites)."""
-    strings: list[str] = data["strings"]
-    func_name = [strings[i] for i in _column(data, "func_name")]
-    func_symbol = [strings[i] for i in _column(data, "func_symbol")]
-    callee = [strings[i] for i in _column(data, "site_callee")]
-    funcs = _column(data, "site_func")
-    sites = tuple(map(tuple.__new__, repeat(InlineSite), zip(
-        callee,
-        [func_name[f] for f in funcs],
-        [callee[p] if p >= 0 else None for p in _column(data, "site_parent", "i")],
-        [strings[i] for i in _column(data, "site_file")],
-        _column(data, "site_line"),
-        _column(data, "site_exclusive"),
-        _column(data, "site_inclusive"),
-        [func_symbol[f] for f in funcs],
-        [strings[i] for i in _column(data, "site_linkage")],
-    )))
+    """The index over the reader's columns; its ``InlineSite`` values are built on first use."""
     return InlineIndex(
-        sites=sites,
+        given=None,
         covered_bytes=int(data["covered_bytes"]),
         function_bytes=int(data["function_bytes"]),
-        functions=len(func_name),
+        functions=len(data["func_name"]) // 4,
         dwarf_versions=tuple(data["versions"]),
         warnings=tuple(data["unit_errors"]),
+        columns=SiteColumns(data),
     )
 
 
@@ -205,6 +231,10 @@ def compare_inlines(old: InlineIndex, new: InlineIndex) -> list[InlineChange]:
     builds); inclusive bytes of nested sites count towards every enclosing
     callee as well.
     """
+    if old.columns is not None and new.columns is not None:
+        changes = [_native_change(*row) for row in _native().compare_sites(old.columns.data, new.columns.data, TOP_CALLERS)]
+        changes.sort(key=lambda c: (-abs(c.inclusive_delta), -abs(c.sites_delta), c.callee))
+        return changes
     t_old, t_new = _tally(old), _tally(new)
     empty = _Tally(by_caller={}, example={})
     changes = []
@@ -215,6 +245,23 @@ def compare_inlines(old: InlineIndex, new: InlineIndex) -> list[InlineChange]:
         changes.append(_change(callee, a, b))
     changes.sort(key=lambda c: (-abs(c.inclusive_delta), -abs(c.sites_delta), c.callee))
     return changes
+
+
+def _native_change(callee, sites_old, sites_new, excl_old, excl_new, incl_old, incl_new, callers) -> InlineChange:
+    """An ``InlineChange`` from one row of the compiled reader's ``compare_sites``."""
+    return InlineChange(
+        callee=callee,
+        sites_old=sites_old,
+        sites_new=sites_new,
+        bytes_per_site_old=incl_old / sites_old if sites_old else 0.0,
+        bytes_per_site_new=incl_new / sites_new if sites_new else 0.0,
+        exclusive_old=excl_old,
+        exclusive_new=excl_new,
+        inclusive_old=incl_old,
+        inclusive_new=incl_new,
+        top_callers=tuple((caller, delta) for caller, delta, _, _ in callers),
+        evidence=tuple(f"{file}:{line} in {caller}" for caller, _, file, line in callers),
+    )
 
 
 def _change(callee: str, a: _Tally, b: _Tally) -> InlineChange:
