@@ -15,6 +15,7 @@ import pytest
 from core_helpers import FakeOutcome, cli, fake_runner, two_sides
 from test_core_report_golden import _experiment, _golden
 from test_core_runner_fake import EXTERNAL
+from test_core_sequential_runs import SPEC as SEQUENTIAL, _behaviour as _sequential_behaviour
 from test_core_trust_store import _v1_database
 
 from perfab.analyse.compare import analyse
@@ -229,6 +230,17 @@ def test_a_one_session_warning_validates_with_its_side(db):
     one = [d for d in doc["warnings"] if d["kind"] == "one_session"]
     assert [d["data"] for d in one] == [{"side": "old"}, {"side": "new"}]
     assert one[0]["text"].startswith("one session (boot) of side 'old'")
+
+
+def test_an_undecided_sequential_row_validates_with_its_state(db):
+    runner, _, store = fake_runner(SEQUENTIAL.format(max_runs=12, margin=0.1), db, _sequential_behaviour(0.003, 0.05))
+    assert runner.run().status == "finished"
+    store.close()
+    doc = _report(db)
+    ops = next(r for r in doc["rows"] if r["metric"] == "ops/s")
+    (seq,) = [d for d in ops["warnings"] if d["kind"] == "sequential"]
+    assert ops["verdict"] == "ns" and ops["method"] == "sequential"
+    assert seq["data"] == {"state": "ns", "decided_at": None} and seq["text"].startswith("max_runs reached")
 
 
 def test_an_old_store_reports_in_the_current_format(tmp_path):
