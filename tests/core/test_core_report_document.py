@@ -12,16 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from core_helpers import FakeOutcome, cli, fake_runner
+from core_helpers import FakeOutcome, cli, fake_runner, two_sides
 from test_core_report_golden import _experiment, _golden
+from test_core_runner_fake import EXTERNAL
+from test_core_sequential_runs import SPEC as SEQUENTIAL, _behaviour as _sequential_behaviour
+from test_core_trust_store import _v1_database
 
 from perfab.analyse.compare import analyse
-from perfab.analyse.diagnostics import Diagnostic, Kind
+from perfab.analyse.diagnostics import DATA, Diagnostic, Kind
 from perfab.analyse.methods import METHODS
 from perfab.analyse.verdicts import Verdict
 from perfab.report import render
 from perfab.report.document import FORMAT_VERSION, document, mark
-from perfab.report.schema import SCHEMA, markdown, schema_json
+from perfab.report.formats import CSV_FIELDS
+from perfab.report.schema import HISTORY, SCHEMA, markdown, schema_json
 from perfab.run.backends import TimeBackend, backend_type
 from perfab.store import Store
 
@@ -84,6 +88,8 @@ def sweep_db(db):
 
 def _validate(value, schema: dict, where: str = "$") -> list[str]:
     """What in ``value`` breaks ``schema`` (the JSON Schema keywords the report's schema uses)."""
+    if "$ref" in schema:  # "#/$defs/NAME", in the report's schema
+        return _validate(value, SCHEMA["$defs"][schema["$ref"].rsplit("/", 1)[-1]], where)
     if "anyOf" in schema:
         if all(_validate(value, s, where) for s in schema["anyOf"]):
             return [f"{where}: {value!r} matches none of {schema['anyOf']}"]
@@ -145,10 +151,13 @@ def test_sweep_with_failed_checks_and_a_one_sided_metric_validates(sweep_db):
     code, out, _ = cli("report", "--db", str(sweep_db), "--format", "json", "--all")
     doc = json.loads(out)
     assert code == 0 and _validate(doc, SCHEMA) == []
-    verdicts = {(r["metric"], r["params"]["threads"]): r["verdict"] for r in doc["rows"]}
-    assert verdicts[("ops/s", "1")] == verdicts[("ops/s", "2")] == "**"
-    assert {verdicts[("failed", "1")], verdicts[("failed", "2")]} == {"INVALID (1 runs)"}
-    assert verdicts[("extra", "1")] == "-"
+    verdicts = {(r["metric"], r["params"]["threads"]): (r["verdict"], r["invalid_runs"]) for r in doc["rows"]}
+    assert verdicts[("ops/s", "1")] == verdicts[("ops/s", "2")] == ("**", None)
+    assert {verdicts[("failed", "1")], verdicts[("failed", "2")]} == {("INVALID", 1)}
+    assert verdicts[("extra", "1")] == ("-", None)
+    extra = next(r for r in doc["rows"] if r["metric"] == "extra")
+    assert extra["warnings"] == [{"kind": "no_samples", "text": "no usable runs on one side",
+                                  "data": {"n_base": 8, "n_exp": 0}}]
 
 
 def test_validation_catches_what_breaks_the_schema(db):
@@ -159,6 +168,140 @@ def test_validation_catches_what_breaks_the_schema(db):
     assert _validate({k: v for k, v in doc.items() if k != "rows"}, SCHEMA)
     assert _validate({**doc, "rows": [{**doc["rows"][0], "verdict": "sig"}]}, SCHEMA)
     assert _validate({**doc, "extra": 1}, SCHEMA)
+
+
+def _drifting(seed: int = 5):
+    """ops/s on side b climbs 1% a run (the machine warming up); b's third run fails."""
+    rng = random.Random(seed)
+    count = {"a": 0, "b": 0}
+
+    def behaviour(argv, env):
+        side = argv[-1]
+        count[side] += 1
+        if side == "b" and count[side] == 3:
+            return FakeOutcome(wall_s=0.01, exit_code=1)
+        ops = 1e6 * (1 + (0.01 * count[side] if side == "b" else 0.0)) * (1 + rng.gauss(0, 0.002))
+        return FakeOutcome(wall_s=0.01, stdout=f"ops/s: {ops:.0f}\n".encode())
+
+    return behaviour
+
+
+DRIFT = two_sides('order = "sequential"', runs=14, warmup=0, workload='argv = ["./bench", "{variant}"]\n'
+                  'parser = "keyvalue"\n\n[[workload.metric]]\nname = "ops/s"\ndirection = "higher"\n')
+
+
+def _report(db, *argv) -> dict:
+    """``perfab report --format json`` of ``db``, checked against the schema."""
+    code, out, err = cli("report", "--db", str(db), "--format", "json", *argv)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert _validate(doc, SCHEMA) == []
+    return doc
+
+
+def _diagnostics(doc: dict) -> list[dict]:
+    return doc["warnings"] + [d for r in doc["rows"] for d in r["warnings"]]
+
+
+def test_a_drift_failed_runs_and_sequential_order_validate_with_their_data(db):
+    """Diagnostics in format 2, pinned by a golden file: each kind with its sentence and its data."""
+    runner, _, store = fake_runner(DRIFT, db, _drifting())
+    assert runner.run().status == "finished"
+    store.close()
+    doc = _report(db)
+    _golden("drift.json.stdout", cli("report", "--db", str(db), "--format", "json")[1])
+    by_kind = {d["kind"]: d for d in _diagnostics(doc)}
+    drift = by_kind["drift"]
+    assert drift["data"]["side"] == "b" and drift["data"]["rho"] > 0.5 and drift["data"]["p"] < 0.001
+    assert drift["text"].startswith("drift across run order on b (Spearman rho")
+    assert by_kind["failed_runs"]["data"] == {"workload": "w", "side": "b", "runs": 1}
+    assert by_kind["sequential_order"]["data"] == {"order": "sequential"}
+    with Store(db) as store:  # the JSON's text is the sentence the text report prints
+        texts = [d.text for d in analyse(store).warnings]
+    assert [d["text"] for d in doc["warnings"]] == texts
+
+
+def test_a_one_session_warning_validates_with_its_side(db):
+    runner, _, store = fake_runner(two_sides(variants=EXTERNAL, runs=3, warmup=1), db)
+    runner.run()
+    runner.run(side="new")
+    store.close()
+    doc = _report(db)
+    one = [d for d in doc["warnings"] if d["kind"] == "one_session"]
+    assert [d["data"] for d in one] == [{"side": "old"}, {"side": "new"}]
+    assert one[0]["text"].startswith("one session (boot) of side 'old'")
+
+
+def test_an_undecided_sequential_row_validates_with_its_state(db):
+    runner, _, store = fake_runner(SEQUENTIAL.format(max_runs=12, margin=0.1), db, _sequential_behaviour(0.003, 0.05))
+    assert runner.run().status == "finished"
+    store.close()
+    doc = _report(db)
+    ops = next(r for r in doc["rows"] if r["metric"] == "ops/s")
+    (seq,) = [d for d in ops["warnings"] if d["kind"] == "sequential"]
+    assert ops["verdict"] == "ns" and ops["method"] == "sequential"
+    assert seq["data"] == {"state": "ns", "decided_at": None} and seq["text"].startswith("max_runs reached")
+
+
+def test_an_old_store_reports_in_the_current_format(tmp_path):
+    """A schema-1 results file (written before format 2 existed) reports as format 2 and validates."""
+    path = tmp_path / "v1.db"
+    _v1_database(path)
+    doc = _report(path, "old")
+    assert doc["format_version"] == 2
+    wall = next(r for r in doc["rows"] if r["metric"] == "wall_s")
+    assert [d["kind"] for d in wall["warnings"]] == ["too_few_runs"]
+    assert wall["warnings"][0]["data"] == {"n_base": 2, "n_exp": 2, "alpha": 0.05}
+
+
+def test_validation_catches_a_diagnostic_off_its_kind(sweep_db):
+    """A diagnostic with a key its kind does not document, one missing, or an unknown kind, fails."""
+    doc = _report(sweep_db, "--all")
+    i, row = next((i, r) for i, r in enumerate(doc["rows"]) if r["warnings"])
+    good = row["warnings"][0]
+
+    def with_(diagnostic):
+        rows = list(doc["rows"])
+        rows[i] = {**row, "warnings": [diagnostic]}
+        return {**doc, "rows": rows}
+
+    assert _validate(with_(good), SCHEMA) == []
+    assert _validate(with_({**good, "data": {**good["data"], "extra": 1}}), SCHEMA)
+    assert _validate(with_({**good, "data": {}}), SCHEMA)
+    assert _validate(with_({**good, "kind": "something_else"}), SCHEMA)
+    assert _validate(with_(good["text"]), SCHEMA)  # format 1's plain sentence
+
+
+def _kinds_used(folder: Path) -> set[str]:
+    """Every ``Kind.NAME`` the modules under ``folder`` refer to."""
+    used = set()
+    for path in folder.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "Kind":
+                used.add(node.attr)
+    return used
+
+
+def test_every_kind_the_analysis_gives_is_documented_with_its_data_keys():
+    used = _kinds_used(ROOT / "src" / "perfab" / "analyse")
+    assert len(used) >= 15 and used <= {k.name for k in Kind} and set(DATA) == set(Kind)
+    doc = (ROOT / "docs" / "report-json.md").read_text()
+    table = {line.split(" | ")[0].strip("| `"): line for line in doc.splitlines() if line.startswith("| `")}
+    for name in used:
+        kind = Kind[name]
+        assert kind.value in table, kind
+        for key in DATA[kind].keys:
+            assert f"`{key.name}` (" in table[kind.value], (kind, key.name)
+    assert [v for v, _ in HISTORY] == list(range(1, FORMAT_VERSION + 1))
+    assert "1 to 2" not in doc and "`{kind, text, data}`" in dict(HISTORY)[2]
+
+
+def test_csv_keeps_its_columns_and_printed_verdicts(sweep_db):
+    """CSV is unchanged by format 2: the same columns, the verdict as printed, no diagnostics."""
+    code, out, _ = cli("report", "--db", str(sweep_db), "--format", "csv", "--all")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split(",") == CSV_FIELDS[:2] + ["threads"] + CSV_FIELDS[2:]
+    assert sum("INVALID (1 runs)" in line for line in lines) == 2 and "no usable runs" not in out
 
 
 def test_rows_carry_verdicts_and_diagnostics_as_types(sweep_db):

@@ -123,7 +123,8 @@ def test_non_finite_samples_are_refused_with_the_reason(tmp_path):
 
     row = next(r for r in json.loads(out)["rows"] if r["metric"] == "wall_s")
     assert row["verdict"] == "-" and row["delta"] is None
-    assert any("non-finite" in w for w in row["warnings"])
+    assert [(w["kind"], w["data"]) for w in row["warnings"]] == [("non_finite", {"samples": 1})]
+    assert "non-finite" in row["warnings"][0]["text"]
     code, text, _ = cli("report", "--db", str(db))
     assert "Time elapsed: 1 non-finite sample(s) (inf or nan): refused" in " ".join(text.split())
     assert "nan" not in text.lower().replace("nan)", "")

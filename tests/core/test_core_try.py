@@ -116,7 +116,9 @@ def test_sessions_read_by_different_parsers_are_pooled_only_with_a_warning_namin
     import json
 
     warnings = json.loads(out)["warnings"]
-    (warning,) = [w for w in warnings if "different parsers" in w]
+    (changed,) = [w for w in warnings if w["kind"] == "parser_changed"]
+    assert changed["data"]["workload"] == "count" and len(changed["data"]["parsers"]) == 2
+    warning = changed["text"]
     assert warning.startswith("count: sessions read their outputs with different parsers (regex ")
     assert r'"rate: (\\d+) items/s"' in warning and r'"rate: ([\\d.]+) items/s"' in warning
     assert "biased subset" in warning
@@ -142,7 +144,7 @@ def test_a_parser_only_fix_reads_the_stored_outputs_again_on_resume(tmp_path, mo
     report = json.loads(out)
     rate = {(r["params"]["n"], r["variant"]): r for r in report["rows"] if r["metric"] == "rate"}
     assert rate[("1", "b")]["median_base"] == 1000.5 and rate[("1", "b")]["n_base"] == 10
-    assert not [w for w in report["warnings"] if "different parsers" in w or "workloads changed" in w]
+    assert not [w for w in report["warnings"] if w["kind"] in ("parser_changed", "workloads_changed")]
     assert db.execute("SELECT count(*) FROM sessions").fetchone()[0] == 1
 
 

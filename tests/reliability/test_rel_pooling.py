@@ -62,7 +62,10 @@ def test_the_warning_is_data_in_json(tmp_path):
     script(tmp_path / "b.sh", "echo 'ops: 50'\n")
     session(tmp_path, db)
     doc = json.loads(report(tmp_path, db, "json"))
-    assert any("changed between pooled sessions" in w for w in doc["warnings"]), doc["warnings"]
+    (pooled,) = [w for w in doc["warnings"] if w["kind"] == "pooled"]
+    assert "changed between pooled sessions" in pooled["text"], doc["warnings"]
+    assert pooled["data"] == {"side": "b", "differs": "program", "program": str((tmp_path / "b.sh").resolve()),
+                              "versions": 2}
 
 
 def test_nothing_changed_means_no_pooling_warning(tmp_path):

@@ -47,10 +47,16 @@ def drift(values: np.ndarray, order: np.ndarray, side: str, alpha: float = 0.001
     """
     if len(values) < 8 or np.ptp(values) == 0:
         return None
-    rho, p = stats.spearmanr(order, values)
+    rho, p = trend(values, order)
     if p < alpha and abs(rho) >= 0.5:
         return f"drift across run order on {side} (Spearman rho {rho:+.2f}, p {p:.2g}): the machine changed during the runs"
     return None
+
+
+def trend(values: np.ndarray, order: np.ndarray) -> tuple[float, float]:
+    """Spearman's rho of value against run order, and its p-value (``drift`` warns on it)."""
+    rho, p = stats.spearmanr(order, values)
+    return float(rho), float(p)
 
 
 def lag1_autocorrelation(sides: list[np.ndarray]) -> tuple[float, float]:

@@ -41,10 +41,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from perfab.analyse.checks import adjust, bimodal, drift, no_spread, too_few_runs
+from perfab.analyse.checks import adjust, bimodal, drift, lag1_autocorrelation, no_spread, too_few_runs, trend
 from perfab.analyse.diagnostics import Diagnostic, Kind, diagnostics
 from perfab.analyse.model import Analysis, Row, WorkloadInfo  # noqa: F401 (re-exported)
-from perfab.analyse.methods import ABSOLUTE, Estimate, get_method, min_detectable_effect, relative_cv
+from perfab.analyse.methods import ABSOLUTE, Estimate, exact_spread, get_method, min_detectable_effect, relative_cv
 from perfab.analyse.multiplicity import holm_weights
 from perfab.analyse.pooling import pooled_warnings
 from perfab.analyse.summary import Summary, summarize
@@ -226,28 +226,35 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
         return Row(**common, **none, verdict=Verdict.INVALID, invalid_runs=bad)
     if len(base) == 0 or len(exp) == 0:
         return Row(**common, **none, verdict=Verdict.NONE,
-                   warnings=(Diagnostic(Kind.NO_SAMPLES, "no usable runs on one side"),))
+                   warnings=(Diagnostic(Kind.NO_SAMPLES, "no usable runs on one side",
+                                        {"n_base": len(base), "n_exp": len(exp)}),))
     bad = int(np.sum(~np.isfinite(base)) + np.sum(~np.isfinite(exp)))
     if bad:
         return Row(**common, **none, verdict=Verdict.NONE, warnings=(
             Diagnostic(Kind.NON_FINITE, f"{bad} non-finite sample(s) (inf or nan): refused", {"samples": bad}),))
     name = method_override or (decl.method if decl and decl.method else None) or \
         ("exact" if meta.exact else spec.method)
+    asked = name
     name, chosen = method_for(name, base, exp)
     est = get_method(name).compare(base, exp, confidence)
     cv_b, cv_e = relative_cv(base), relative_cv(exp)
     noise = max([c for c in (cv_b, cv_e) if c is not None], default=None)
-    warnings = (diagnostics(Kind.METHOD_FALLBACK, *chosen) + diagnostics(Kind.METHOD, *est.warnings)
-                + diagnostics(Kind.BASIS, *basis_note(est, base, exp)))
+    warnings = (diagnostics(Kind.METHOD_FALLBACK, *chosen, asked=asked, used=name,
+                            spread=exact_spread(base, exp) if chosen else None)
+                + diagnostics(Kind.METHOD, *est.warnings, method=est.method)
+                + diagnostics(Kind.BASIS, *basis_note(est, base, exp), basis=est.basis))
     if name != "exact":
-        warnings += (diagnostics(Kind.TOO_FEW_RUNS, too_few_runs(len(base), len(exp), alpha))
+        warnings += (diagnostics(Kind.TOO_FEW_RUNS, too_few_runs(len(base), len(exp), alpha), n_base=len(base),
+                                 n_exp=len(exp), alpha=alpha)
                      + _drift(base, base_order, spec.baseline) + _drift(exp, exp_order, variant)
-                     + diagnostics(Kind.BIMODAL, bimodal(base, spec.baseline), bimodal(exp, variant))
-                     + diagnostics(Kind.NO_SPREAD, no_spread(base, exp, metric) if meta.origin == "parser" else None))
+                     + diagnostics(Kind.BIMODAL, bimodal(base, spec.baseline), side=spec.baseline)
+                     + diagnostics(Kind.BIMODAL, bimodal(exp, variant), side=variant)
+                     + diagnostics(Kind.NO_SPREAD, no_spread(base, exp, metric) if meta.origin == "parser" else None,
+                                   metric=metric))
     if name in ("nonparametric", "normal"):
         est = grid_pair(est, base, exp)
-        est, serial = serial_widening(est, get_method(name), base, exp, confidence)
-        warnings += diagnostics(Kind.SERIAL, *serial)
+        est, serial = _serial(est, get_method(name), base, exp, confidence)
+        warnings += serial
     mde = min_detectable_effect(len(base), len(exp), noise, alpha, margin=margin) if name != "exact" else None
     return Row(**common, estimate=est, q=None, verdict=Verdict.PENDING, cv_base=cv_b, cv_exp=cv_e, mde=mde,
                warnings=warnings)
@@ -256,7 +263,21 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
 def _drift(values: np.ndarray, order: tuple[int, ...], side: str) -> tuple[Diagnostic, ...]:
     """``checks.drift`` of one side, naming the side in its data (the HTML marks that side's run-order plot)."""
     text = drift(values, np.array(order), side)
-    return (Diagnostic(Kind.DRIFT, text, {"side": side}),) if text else ()
+    if not text:
+        return ()
+    rho, p = trend(values, np.array(order))
+    return (Diagnostic(Kind.DRIFT, text, {"side": side, "rho": rho, "p": p}),)
+
+
+def _serial(est: Estimate, method, base: np.ndarray, exp: np.ndarray,
+            confidence: float) -> tuple[Estimate, tuple[Diagnostic, ...]]:
+    """``verdicts.serial_widening`` of a row, its note with the autocorrelation behind it as data."""
+    wide, notes = serial_widening(est, method, base, exp, confidence)
+    if not notes:
+        return wide, ()
+    r1, z = lag1_autocorrelation([base, exp])
+    return wide, diagnostics(Kind.SERIAL, *notes, autocorrelation=float(r1), z=float(z),
+                                 widened=wide is not est)
 
 
 def _summaries(spec: Experiment, idx: _Index, workload: str, point: Params, metric: str,
@@ -294,7 +315,8 @@ def _sequential_verdicts(rows: list[Row], spec: Experiment, alpha: float, confid
             continue
         decided = d.state in (Verdict.CHANGE, Verdict.FLAT)
         verdict_ = Verdict(d.state) if decided else Verdict.NS
-        warnings = r.warnings + diagnostics(Kind.SEQUENTIAL, *d.warnings, *(() if decided else (d.reason,)))
+        warnings = r.warnings + diagnostics(Kind.SEQUENTIAL, *d.warnings, *(() if decided else (d.reason,)),
+                                            state=d.state, decided_at=d.decided_at)
         out.append(replace(r, estimate=d.estimate or r.estimate, q=d.q, verdict=verdict_,
                            mde=d.mde if d.mde is not None else r.mde, warnings=warnings))
     return out, decision
@@ -336,7 +358,8 @@ def _resolution_warning(est: Estimate, margin: float, verdict_: Verdict) -> tupl
             f"coarser than the +-{_pct(margin)} margin: flat cannot be shown")
     if est.coarse:
         text += "; with less spread than one step, the interval covers any shift rounding could hide"
-    return (Diagnostic(Kind.RESOLUTION, text, {"resolution": est.resolution, "margin": margin}),)
+    return (Diagnostic(Kind.RESOLUTION, text, {"resolution": est.resolution, "margin": margin,
+                                               "coarse": bool(est.coarse)}),)
 
 
 def _pct(x: float) -> str:
@@ -402,12 +425,14 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index)
     workloads = {json.dumps(definitions(s), sort_keys=True) for s in sessions}
     if len(workloads) > 1:
         warnings += diagnostics(Kind.WORKLOADS_CHANGED,
-                                "the workloads changed between sessions: runs of different commands are pooled")
-        warnings += diagnostics(Kind.PARSER_CHANGED, *_parser_changes(sessions))
-    warnings += diagnostics(Kind.POOLED, *pooled_warnings(sessions, spec))
+                                "the workloads changed between sessions: runs of different commands are pooled",
+                                definitions=len(workloads))
+        warnings += _parser_changes(sessions)
+    warnings += pooled_warnings(sessions, spec)
     if spec.order == "sequential":
         warnings += diagnostics(Kind.SEQUENTIAL_ORDER,
-                                "sequential order: slow drift of the machine is confounded with the change")
+                                "sequential order: slow drift of the machine is confounded with the change",
+                                order=spec.order)
     for w in spec.workloads:
         info = idx.workload_info(w, ())
         for variant, reasons in info.failed.items():
@@ -417,13 +442,14 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index)
     return warnings
 
 
-def _parser_changes(sessions: list[Session]) -> list[str]:
+def _parser_changes(sessions: list[Session]) -> list[Diagnostic]:
     """One warning per workload whose parser (or its options) differs between sessions, naming each parser."""
     seen: dict[str, list[str]] = defaultdict(list)
     for s in sessions:
         for name, workload in (definitions(s) or {}).items():
             if workload["parser"] not in seen[name]:
                 seen[name].append(workload["parser"])
-    return [f"{name}: sessions read their outputs with different parsers ({'; then '.join(p)}): runs that one "
-            "parser could not read are missing from the pool, which may be a biased subset; run the fixed spec "
-            "into a fresh --db" for name, p in seen.items() if len(p) > 1]
+    return [Diagnostic(Kind.PARSER_CHANGED, f"{name}: sessions read their outputs with different parsers "
+                       f"({'; then '.join(p)}): runs that one parser could not read are missing from the pool, "
+                       "which may be a biased subset; run the fixed spec into a fresh --db",
+                       {"workload": name, "parsers": list(p)}) for name, p in seen.items() if len(p) > 1]

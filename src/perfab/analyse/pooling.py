@@ -10,16 +10,18 @@ never read as one build's: a side's build (commit or content hash of a
 built side, ``perfab.run.build``), the content of a program a side runs
 (``perfab.run.programs``), the spec's text, and the machine (host name).
 Start a new database, or give ``report`` one session's database, to keep
-them apart.
+them apart.  Each warning is a ``Diagnostic`` of kind ``pooled`` whose
+data names the side, what differs and how many versions are pooled.
 """
 
 from __future__ import annotations
 
+from perfab.analyse.diagnostics import Diagnostic, Kind
 from perfab.spec import Experiment
 from perfab.store import Session
 
 
-def pooled_warnings(sessions: list[Session], spec: Experiment) -> list[str]:
+def pooled_warnings(sessions: list[Session], spec: Experiment) -> list[Diagnostic]:
     """One warning per side and kind of difference between the sessions that are pooled."""
     out = []
     for v in spec.variants:
@@ -27,31 +29,39 @@ def pooled_warnings(sessions: list[Session], spec: Experiment) -> list[str]:
         out += _build_warnings(mine, v.name) + _program_warnings(mine, v.name)
         hosts = _groups(mine, lambda s: s.host)
         if len(hosts) > 1:
-            out.append(f"side {v.name!r}: sessions from different machines are pooled ({_describe(hosts, 'name')}); "
-                       "compare one machine's sessions")
+            out.append(_pooled(f"side {v.name!r}: sessions from different machines are pooled "
+                               f"({_describe(hosts, 'name')}); compare one machine's sessions", v.name, "machine",
+                               hosts))
     specs = _groups(sessions, lambda s: s.spec_text)
     if len(specs) > 1:
-        out.append(f"the spec differs between pooled sessions ({_describe(specs, 'version')}); runs under "
-                   "different specs are compared as one")
+        out.append(_pooled(f"the spec differs between pooled sessions ({_describe(specs, 'version')}); runs under "
+                           "different specs are compared as one", None, "spec", specs))
     return out
 
 
-def _build_warnings(sessions: list[Session], side: str) -> list[str]:
+def _pooled(text: str, side: str | None, differs: str, groups: dict, program: str | None = None) -> Diagnostic:
+    """A ``pooled`` diagnostic: ``groups`` are the versions of what differs, each with its sessions."""
+    return Diagnostic(Kind.POOLED, text, {"side": side, "differs": differs, "program": program,
+                                          "versions": len(groups)})
+
+
+def _build_warnings(sessions: list[Session], side: str) -> list[Diagnostic]:
     builds = _groups(sessions, lambda s: _source(s, side).get("content") or _source(s, side).get("commit"))
     if len(builds) <= 1:
         return []
-    return [f"side {side!r}: sessions of different builds are pooled ({_describe(builds)}); a delta over them "
-            "mixes builds: use one database per build"]
+    return [_pooled(f"side {side!r}: sessions of different builds are pooled ({_describe(builds)}); a delta over "
+                    "them mixes builds: use one database per build", side, "build", builds)]
 
 
-def _program_warnings(sessions: list[Session], side: str) -> list[str]:
+def _program_warnings(sessions: list[Session], side: str) -> list[Diagnostic]:
     paths = sorted({p for s in sessions for p in (_source(s, side).get("programs") or {})})
     out = []
     for path in paths:
         versions = _groups(sessions, lambda s: (_source(s, side).get("programs") or {}).get(path))
         if len(versions) > 1:
-            out.append(f"side {side!r}: {path} changed between pooled sessions ({_describe(versions)}); a delta "
-                       "over them mixes programs: use one database per version")
+            out.append(_pooled(f"side {side!r}: {path} changed between pooled sessions ({_describe(versions)}); "
+                               "a delta over them mixes programs: use one database per version", side, "program",
+                               versions, path))
     return out
 
 

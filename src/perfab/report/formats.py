@@ -7,6 +7,9 @@ which of them the verdict used (``ratio``, ``shift/median`` or
 ``absolute``).  Sweep parameters are a ``params`` map in JSON and one
 column each in CSV.  The JSON carries its ``format_version``; every field
 is documented in ``docs/report-json.md`` (``perfab.report.schema``).
+JSON gives a verdict as its ``Verdict`` value (a check row's failed runs
+in ``invalid_runs``) and each diagnostic as ``{kind, text, data}``; CSV
+keeps the printed mark (``INVALID (2 runs)``) and carries no diagnostics.
 Text from workloads and specs is escaped: markdown cells cannot break the
 table, CSV cells cannot become spreadsheet formulas.
 """
@@ -20,6 +23,7 @@ import math
 import re
 
 from perfab.analyse.compare import Row
+from perfab.analyse.diagnostics import Diagnostic
 from perfab.analyse.verdicts import Verdict
 from perfab.report.document import Report, mark
 from perfab.report.numbers import centers, fmt_delta, fmt_value, noise_range
@@ -88,7 +92,7 @@ def render_json(report: Report) -> str:
         "groups": [list(g) for g in a.groups], "runs_per_side": a.runs_per_side, "order": a.order,
         "sessions": a.sessions, "environment": a.environment, "sources": a.sources,
         "env_differences": [dict(variant=v, key=k, baseline=b, other=o) for v, k, b, o in a.env_differences],
-        "warnings": [w.text for w in a.warnings], "notes": list(a.notes),
+        "warnings": [_diagnostic(w) for w in a.warnings], "notes": list(a.notes),
         "workloads": [dict(name=w.name, command=w.command, failed=w.failed,
                            excluded={f"{metric}: {reason}": n for (metric, reason), n in w.excluded.items()},
                            hidden=list(w.hidden), params=list(w.params)) for w in a.workloads],
@@ -106,7 +110,8 @@ def _row_dict(r: Row) -> dict:
     return {
         "workload": r.workload, "params": dict(r.params), "metric": r.metric, "label": r.label,
         "variant": r.variant, "source": r.source, "unit": r.unit, "higher_is_better": r.higher_is_better,
-        "primary": r.primary, "margin": r.margin, "verdict": mark(r), "regressed": r.regressed,
+        "primary": r.primary, "margin": r.margin, "verdict": Verdict(r.verdict).value,
+        "invalid_runs": r.invalid_runs if r.verdict == Verdict.INVALID else None, "regressed": r.regressed,
         "method": e.method if e else None, "basis": e.basis if e else None,
         "median_base": _num(base_c), "median_exp": _num(exp_c),
         "mean_base": _num(e.mean_base) if e else None, "mean_exp": _num(e.mean_exp) if e else None,
@@ -115,10 +120,16 @@ def _row_dict(r: Row) -> dict:
         "shift_lo": _num(e.shift_lo) if e else None, "shift_hi": _num(e.shift_hi) if e else None,
         "resolution": _num(e.resolution) if e else None, "p": _num(e.p) if e else None, "q": _num(r.q),
         "n_base": r.n_base, "n_exp": r.n_exp, "cv_base": _num(r.cv_base), "cv_exp": _num(r.cv_exp),
-        "mde": _num(r.mde), "warnings": [d.text for d in r.warnings],
+        "mde": _num(r.mde), "warnings": [_diagnostic(d) for d in r.warnings],
         "base_values": [_num(v) for v in r.base_values], "exp_values": [_num(v) for v in r.exp_values],
         "base_order": list(r.base_order), "exp_order": list(r.exp_order),
     }
+
+
+def _diagnostic(d: Diagnostic) -> dict:
+    """A diagnostic as JSON: its kind, its sentence and its data (numbers JSON-safe, as every number here)."""
+    data = {k: _num(v) if isinstance(v, float) else v for k, v in d.data.items()}
+    return {"kind": d.kind.value, "text": d.text, "data": data}
 
 
 def _num(x: float | None):
@@ -147,7 +158,7 @@ def render_csv(doc: Report) -> str:
     w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for r in a.rows:
-        row = {**_row_dict(r), **dict(r.params)}
+        row = {**_row_dict(r), "verdict": mark(r), **dict(r.params)}
         w.writerow({k: _cell(v) for k, v in row.items() if k in fields})
     return buf.getvalue()
 

@@ -6,21 +6,35 @@ names the version of this schema (``perfab.report.document.FORMAT_VERSION``).
 version history and a table of every field), and with ``--json``
 ``docs/report-json.schema.json`` (the schema itself); a test checks both
 files are current and that real reports validate against the schema.
-``HISTORY`` says what each version changed.
+``HISTORY`` says what each version changed.  A diagnostic's ``data`` is
+documented per kind from ``perfab.analyse.diagnostics.DATA``, and the
+schema requires exactly those keys of a diagnostic of that kind.
 """
 
 from __future__ import annotations
 
 import json
+from types import UnionType
 
+from perfab.analyse.diagnostics import DATA, Key, Kind
+from perfab.analyse.methods import METHODS
+from perfab.analyse.verdicts import Verdict
 from perfab.report.document import FORMAT_VERSION
 
-HISTORY = ((1, "the first versioned format: the fields of the reports before it, and `format_version`"),)
+HISTORY = (
+    (1, "the first versioned format: the fields of the reports before it, and `format_version`"),
+    (2, "every diagnostic, in `warnings` and `rows[].warnings`, is an object `{kind, text, data}` instead of "
+        "its sentence alone: `kind` names what it is about and `data` holds the numbers behind it (both listed "
+        "under \"Diagnostics\" below), `text` is the sentence as before, so a reader loses nothing. "
+        "`rows[].verdict` is the verdict's value alone (`INVALID`, not `INVALID (2 runs)`), with the failed "
+        "runs of a check row in the new `rows[].invalid_runs`. Why: a reader that gates on a report (a CI job, "
+        "a dashboard) can select a diagnostic by its kind and read its numbers, instead of matching a "
+        "sentence that may be reworded, and compare verdicts without parsing them"),
+)
 
 _NUM = {"anyOf": [{"type": ["number", "null"]}, {"enum": ["inf", "-inf"]}]}  # _num: null for nan, strings for inf
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 _PARAMS = {"type": "object", "additionalProperties": {"type": "string"}}
-_VERDICT = r"^(\*\*|flat|ns|valid|-|INVALID \(\d+ runs\))$"
 
 
 def _num(text: str) -> dict:
@@ -37,6 +51,31 @@ def _typed(kind, text: str, **more) -> dict:
     return {"type": kind, "description": text, **more}
 
 
+_JSON_TYPES = {int: {"type": "integer"}, float: _NUM, str: {"type": "string"}, bool: {"type": "boolean"},
+               list: _STRINGS}
+
+
+def _key(key: Key) -> dict:
+    """A diagnostic data key as a schema: its type (null allowed where the type says ``| None``) and meaning."""
+    if isinstance(key.type_, UnionType):
+        (inner,) = [t for t in key.type_.__args__ if t is not type(None)]
+        return {"type": [_JSON_TYPES[inner]["type"], "null"], "description": key.meaning}
+    return {**_JSON_TYPES[key.type_], "description": key.meaning}
+
+
+def _diagnostic(kind: Kind) -> dict:
+    """A diagnostic of one kind: its kind, its sentence, and exactly the data keys ``DATA`` gives the kind."""
+    shape = DATA[kind]
+    return _obj({"kind": {"const": kind.value, "description": "what it is about"},
+                 "text": _typed("string", "the sentence the text, markdown and HTML reports print"),
+                 "data": _obj({k.name: _key(k) for k in shape.keys}, f"the data of `{kind.value}`")},
+                shape.about)
+
+
+DIAGNOSTIC = {"anyOf": [_diagnostic(k) for k in Kind],
+              "description": "what the analysis noticed: `{kind, text, data}`, data by kind (see Diagnostics)"}
+_DIAGNOSTICS = {"type": "array", "items": {"$ref": "#/$defs/diagnostic"}}  # one definition, used twice
+
 ROW = _obj({
     "workload": _typed("string", "workload name"),
     "params": {**_PARAMS, "description": "the sweep point: parameter -> value ({} outside sweeps)"},
@@ -48,10 +87,13 @@ ROW = _obj({
     "higher_is_better": _typed(["boolean", "null"], "direction; null: no good side"),
     "primary": _typed("boolean", "the row gates --fail-on-regression"),
     "margin": _typed("number", "equivalence margin, a fraction (0.005 = 0.5%)"),
-    "verdict": _typed("string", "`**` change beyond noise, `flat` no change, `ns` inconclusive, `valid` or "
-                      "`INVALID (N runs)` for check metrics, `-` not compared", pattern=_VERDICT),
+    "verdict": {"enum": [v.value for v in Verdict if v != Verdict.PENDING],
+                "description": "`**` change beyond noise, `flat` no change, `ns` inconclusive, `valid` or `INVALID` "
+                               "for check metrics, `-` not compared"},
+    "invalid_runs": _typed(["integer", "null"], "an `INVALID` check row's runs that missed the expected value, "
+                           "else null"),
     "regressed": _typed("boolean", "`**` in the bad direction"),
-    "method": {"enum": ["nonparametric", "exact", "normal", "sequential", None],
+    "method": {"enum": [*METHODS, None],
                "description": "the statistical method that judged the row; null for check rows and rows "
                               "not compared"},
     "basis": {"enum": ["ratio", "shift/median", "absolute", None],
@@ -75,7 +117,8 @@ ROW = _obj({
     "cv_base": _num("robust per-run noise of the baseline, a fraction"),
     "cv_exp": _num("robust per-run noise of the side, a fraction"),
     "mde": _num("minimum detectable effect at this n and noise (80% power), a fraction"),
-    "warnings": {**_STRINGS, "description": "what the analysis noticed about this row's data"},
+    "warnings": {**_DIAGNOSTICS,
+                 "description": "what the analysis noticed about this row's data (diagnostics)"},
     "base_values": {"type": "array", "items": _NUM, "description": "the baseline's samples, in run order"},
     "exp_values": {"type": "array", "items": _NUM, "description": "the side's samples, in run order"},
     "base_order": {"type": "array", "items": {"type": "integer"},
@@ -116,6 +159,7 @@ ENV_DIFFERENCE = _obj({
 SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "perfab report",
+    "$defs": {"diagnostic": DIAGNOSTIC},
     **_obj({
         "format_version": {"const": FORMAT_VERSION, "description": "version of this format (see the history)"},
         "experiment": _typed("string", "experiment name"),
@@ -136,7 +180,8 @@ SCHEMA = {
                     "description": "side -> its source (ref, commit, subject) and build command, when built"},
         "env_differences": {"type": "array", "items": ENV_DIFFERENCE,
                             "description": "settings that differ between sides' sessions"},
-        "warnings": {**_STRINGS, "description": "experiment-level warnings"},
+        "warnings": {**_DIAGNOSTICS,
+                     "description": "what the analysis noticed about the sessions and sides (diagnostics)"},
         "notes": {**_STRINGS, "description": "backend notes (what a simulated cache cannot tell)"},
         "workloads": {"type": "array", "items": WORKLOAD, "description": "per workload facts"},
         "rows": {"type": "array", "items": ROW, "description": "every comparison"},
@@ -162,8 +207,22 @@ def markdown() -> str:
                 "| field | type | meaning |", "|---|---|---|"]
         out += [f"| `{name}` | {_type_name(field)} | {field.get('description', '')} |"
                 for name, field in obj["properties"].items()]
+    out += _diagnostics_section()
     out += ["", "The same as a JSON Schema (draft 2020-12): [report-json.schema.json](report-json.schema.json)."]
     return "\n".join(out) + "\n"
+
+
+def _diagnostics_section() -> list[str]:
+    """The Diagnostics section: the object's three fields, then every kind with the keys of its data."""
+    out = ["", "## Diagnostics", "",
+           "`warnings` and `rows[].warnings` hold diagnostics: what the analysis noticed, as",
+           "`{\"kind\": KIND, \"text\": SENTENCE, \"data\": {...}}`. `text` is the sentence the other formats",
+           "print; `kind` says what it is about, and `data` always has exactly the keys listed for its kind.",
+           "", "| kind | given when | `data` |", "|---|---|---|"]
+    for kind in Kind:
+        keys = "; ".join(f"`{k.name}` ({_type_name(_key(k))}): {k.meaning}" for k in DATA[kind].keys)
+        out.append(f"| `{kind.value}` | {DATA[kind].about} | {keys} |")
+    return out
 
 
 def schema_json() -> str:
@@ -174,11 +233,14 @@ def schema_json() -> str:
 def _type_name(field: dict) -> str:
     """A field's type as the tables write it."""
     if "const" in field:
-        return f"integer ({field['const']})"
+        value = field["const"]
+        return f"`{value}`" if isinstance(value, str) else f"integer ({value})"
     if "enum" in field:
         return " \\| ".join("null" if v is None else f"`{v}`" for v in field["enum"])
-    if "anyOf" in field:
+    if field.get("anyOf") == _NUM["anyOf"]:
         return "number, null, `\"inf\"` or `\"-inf\"`"
+    if "$ref" in field:
+        return field["$ref"].rsplit("/", 1)[-1]
     kind = field["type"]
     kinds = kind if isinstance(kind, list) else [kind]
     if kind == "array":
