@@ -95,15 +95,10 @@ def _setup(a: Analysis) -> list[str]:
 
 
 def _counted(a: Analysis) -> str:
-    if a.backend == "perf":
-        groups = " | ".join(",".join(g) for g in a.groups)
-        return f"perf stat, one group per run: {groups}"
-    if a.backend == "cachegrind":
-        return "valgrind cachegrind (simulated caches, user space only)"
-    if a.backend == "guest":
-        return ("each run boots its side's kernel under QEMU; under TCG perfab's plugin counts the whole guest "
-                "over the workload (instructions and simulated caches, :u user, :k kernel), wall time is emulated")
-    return "wall/user/sys time, max RSS, context switches (wait4 rusage)"
+    """What the backend counted, as it describes itself."""
+    from perfab.run.backends import declared
+
+    return declared(a.backend).describe(a.groups)
 
 
 def _env_differences(a: Analysis) -> list[str]:

@@ -411,16 +411,12 @@ class Runner:
         return measurement
 
     def _service_counter(self, ctx: SideContext, group: tuple[str, ...], scratch: Path):
-        """perf stat on the service (its pids or its CPUs) for this run, when the spec asks for it."""
+        """The backend's counter on the service (its pids or its CPUs) for this run, when the spec asks for it."""
         svc = ctx.workload.service
-        if ctx.service is None or svc is None or not svc.counters or self.backend.name != "perf":
+        if ctx.service is None or svc is None or not svc.counters or not self.backend.counts_service:
             return None
-        from perfab.run.backends.perfservice import ServiceCounter
-
-        events = tuple(e for e in group if not e.endswith(("_time", "duration_time")))
         pids = ctx.service.tree.pids() if ctx.service.tree is not None else []
-        return ServiceCounter(self.backend.perf, events, scratch, pids=pids,
-                              cpus=svc.cpus if svc.counters == "cpus" else None)
+        return self.backend.count_service(group, scratch, pids, svc.cpus if svc.counters == "cpus" else None)
 
     def _values(self, variant: Variant, workload: Workload, planned: PlannedRun) -> dict[str, str]:
         return placeholders(self.exp, variant, workload, planned.params, self._source(variant))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from perfab.errors import SpecError
-from perfab.spec.schema import BACKENDS, FDR_METHODS, METHODS, ORDERS  # noqa: F401 (one source of truth)
+from perfab.spec.schema import FDR_METHODS, METHODS, ORDERS  # noqa: F401 (one source of truth)
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,8 @@ import tomllib
 from typing import Any
 
 from perfab.errors import SpecError, UsageError
-from perfab.run.backends.cache_geometry import parse_level
 from perfab.spec import Experiment, Kernel, Measure, MetricSpec, Sequential, Service, Variant, Workload
-from perfab.spec.schema import (ACCELS, BACKENDS, DIRECTIONS, FDR_METHODS, MAX_PLAN, MAX_RUNS, MAX_SWEEP_POINTS,
+from perfab.spec.schema import (ACCELS, DIRECTIONS, FDR_METHODS, MAX_PLAN, MAX_RUNS, MAX_SWEEP_POINTS,
                                 MAX_WARMUP, METHODS, ORDERS, TOP_LEVEL, allowed, required)
 
 _TOML_NAMES = {dict: "table", list: "array", str: "string", int: "integer", float: "float", bool: "boolean"}
@@ -19,12 +18,20 @@ _NAME = re.compile(r"[A-Za-z0-9_.+-][A-Za-z0-9_.+ -]*")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _RESERVED_PARAMS = {"variant", "workload", "experiment", "metric", "value", "run_id", "seq", "warmup", "src", "build"}
-_CACHEGRIND_KEYS = ("branch_sim", "callgrind_toggle")
-_GEOMETRY_KEYS = ("l1i", "l1d", "ll")
-_GUEST_KEYS = ("vcpus", "memory", "accel", "files", "vmstat", "cache_sim")
 _KCONFIG = re.compile(r"[A-Z0-9_]+")
 MAX_CPU = 8191  # sched_setaffinity masks perfab builds
 MAX_PERCENT = 10_000  # "N%" sweep values: at most 100 times the online CPUs
+
+
+def _backends():
+    """The registry of measurement backends, which declare the ``[measure]`` keys they read.
+
+    The backends live with the runner, a layer above the spec; the registry
+    is loaded when a spec is read, so that the spec layer imports nothing above it.
+    """
+    from perfab.run import backends
+
+    return backends
 
 
 def read(text: str, path: str) -> Experiment:
@@ -205,22 +212,31 @@ class _Reader:
         self.plan_size(exp)
         self.kernel_sides(exp)
         self.no_shadowed_params(exp)
-        for i, wl in enumerate(exp.workloads):
-            if wl.service is not None and wl.service.counters and exp.measure.backend != "perf":
-                raise self.fail(f"workload[{i}].service.counters", "counts with perf stat",
-                                'set [measure] backend = "perf" or remove service.counters')
+        self.service_counters(exp)
         return exp
+
+    def service_counters(self, exp: Experiment) -> None:
+        """``service.counters`` asks for a backend that counts a service."""
+        if _backends().declared(exp.measure.backend).counts_service:
+            return
+        for i, wl in enumerate(exp.workloads):
+            if wl.service is not None and wl.service.counters:
+                counter = next(b for b in _backends().BACKENDS.values() if b.counts_service)
+                raise self.fail(f"workload[{i}].service.counters", f"counts with {counter.counts_service}",
+                                f'set [measure] backend = "{counter.name}" or remove service.counters')
 
     def kernel_sides(self, exp: Experiment) -> None:
         """Kernel sides go with the guest backend, every side boots one, and none is external."""
         kernels = [v.kernel is not None for v in exp.variants]
-        guest = exp.measure.backend == "guest"
+        guest = _backends().declared(exp.measure.backend).boots_kernels
         if any(kernels) and not guest:
+            booter = next(b for b in _backends().BACKENDS.values() if b.boots_kernels)
             raise self.fail("measure.backend", "sides with a [variant.kernel] boot a guest for each run",
-                            'set [measure] backend = "guest"')
+                            f'set [measure] backend = "{booter.name}"')
         if guest and not all(kernels):
             side = exp.variants[kernels.index(False)].name
-            raise self.fail("measure.backend", f'"guest" boots each side\'s kernel, and side {side!r} names none',
+            raise self.fail("measure.backend",
+                            f'"{exp.measure.backend}" boots each side\'s kernel, and side {side!r} names none',
                             "add a [variant.kernel] table to every side (image = ... or a source to build)")
         if guest and exp.variants[0].external:
             raise self.fail("variant.external", "a kernel side is booted by perfab, not by the machine",
@@ -491,34 +507,14 @@ class _Reader:
         if not isinstance(t, dict):
             raise self.fail(w, "expected a table", "write [measure]")
         self.check_keys(t, w, "measure")
-        backend = self.choice(t, w, "backend", BACKENDS, "time")
+        backend = self.choice(t, w, "backend", tuple(_backends().BACKENDS), _backends().DEFAULT)
         counters = self.strings(t, w, "counters")
-        if backend == "perf" and not counters:
-            raise self.fail("measure.counters", "the perf backend needs events to count",
-                            'add counters = ["task-clock", "context-switches"] or use backend = "time"')
-        if counters and backend != "perf":
-            raise self.fail("measure.counters", f"counters are read by the perf backend, not {backend!r}",
-                            'set backend = "perf" or remove counters')
-        for key in _CACHEGRIND_KEYS:
-            if key in t and backend != "cachegrind":
-                raise self.fail(f"measure.{key}", f"is read by the cachegrind backend, not {backend!r}",
-                                f'set backend = "cachegrind" or remove {key}')
-        for key in _GUEST_KEYS:
-            if key in t and backend != "guest":
-                raise self.fail(f"measure.{key}", f"is read by the guest backend, not {backend!r}",
-                                f'set backend = "guest" (with [variant.kernel] sides) or remove {key}')
+        self.backend_keys(t, backend)
         cache_sim = self.get(t, w, "cache_sim", bool, False)
-        for key in _GEOMETRY_KEYS:
-            if key in t and backend != "cachegrind" and not cache_sim:
-                raise self.fail(f"measure.{key}", f"is read by the cachegrind backend (or guest with cache_sim = true), "
-                                f"not {backend!r}", f'set backend = "cachegrind" or remove {key}')
         for key in ("l1i", "l1d", "ll"):
             geometry = self.get(t, w, key, str)
-            if geometry is not None:
-                try:
-                    parse_level(key, geometry)
-                except UsageError as e:
-                    raise SpecError(f"{self.path}: measure.{key}: {e}") from None
+            if geometry is not None and (problem := _backends().option_problem(key, geometry)) is not None:
+                raise SpecError(f"{self.path}: measure.{key}: {problem}")
         return Measure(backend, counters, self.number(t, w, "max_events_per_run", None, int, 1, 64),
                        self.get(t, w, "l1i", str), self.get(t, w, "l1d", str), self.get(t, w, "ll", str),
                        self.get(t, w, "callgrind_toggle", str), self.get(t, w, "profile", bool, False),
@@ -527,6 +523,24 @@ class _Reader:
                        self.number(t, w, "vcpus", 1, int, 1, 64), self.number(t, w, "memory", 512, int, 64, 65536),
                        self.choice(t, w, "accel", ACCELS, "auto"), self.strings(t, w, "files"),
                        self.vmstat_rows(t, w), cache_sim)
+
+    def backend_keys(self, t: dict, backend: str) -> None:
+        """The keys ``backend`` needs are there, and no other backend's key is (each backend declares its own)."""
+        chosen = _backends().declared(backend)
+        for need in chosen.required:
+            if not t.get(need.key):
+                raise self.fail(f"measure.{need.key}", need.problem, need.fix)
+        for owner in _backends().BACKENDS.values():
+            for option in owner.options:
+                if owner is chosen or option.key not in t or (option.empty_ok and not t[option.key]):
+                    continue
+                switch = chosen.options_when.get(option.key)
+                if switch is not None and self.get(t, "measure", switch, bool, False):
+                    continue
+                also = "".join(f" (or {b.name} with {on} = true)" for b, on in _backends().readers(option.key) if on)
+                how = " (with [variant.kernel] sides)" if owner.boots_kernels else ""
+                raise self.fail(f"measure.{option.key}", f"{option.subject} read by the {owner.name} backend{also}, "
+                                f"not {backend!r}", f'set backend = "{owner.name}"{how} or remove {option.key}')
 
     def vmstat_rows(self, t: dict, w: str) -> tuple[str, ...]:
         rows = self.strings(t, w, "vmstat")

@@ -1,48 +1,52 @@
-"""Measurement backends: how a run is measured (see ``base``)."""
+"""Measurement backends: how a run is measured (see ``base``), and the registry of them.
+
+``BACKENDS`` maps each ``[measure] backend`` name to its class; everything
+else in perfab asks a backend (or this registry) instead of testing its name.
+Adding a backend is one module here, one line in ``_CLASSES`` and its tests.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+from perfab.errors import UsageError
+from perfab.run.backends.base import Backend, Measurement, MetricInfo, Option, Required, SameForEverySide
+from perfab.run.backends.cachegrind import CachegrindBackend
+from perfab.run.backends.guest import GuestBackend
+from perfab.run.backends.perfstat import PerfStatBackend
+from perfab.run.backends.timing import TimeBackend
 
-from perfab.run.backends.base import Backend, Measurement, MetricInfo, SameForEverySide
-from perfab.spec import Measure
-
-
-class TimeBackend(SameForEverySide):
-    """No wrapper: the runner's rusage (wall, user, sys, RSS, switches) is the measurement."""
-
-    name = "time"
-    wraps_workload = False
-
-    def groups(self) -> tuple[tuple[str, ...], ...]:
-        return ((),)
-
-    def wrap(self, argv: list[str], scratch: Path, group: tuple[str, ...]) -> list[str]:
-        return list(argv)
-
-    def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
-        return Measurement({})
-
-    def metric_info(self) -> dict[str, MetricInfo]:
-        return {}
+_CLASSES = (TimeBackend, PerfStatBackend, CachegrindBackend, GuestBackend)
+BACKENDS: dict[str, type] = {cls.name: cls for cls in _CLASSES}  # name -> backend class, the default first
+DEFAULT = _CLASSES[0].name  # the backend of a spec that names none
 
 
-def make_backend(measure: Measure) -> Backend:
+def declared(name: str) -> type:
+    """The class of backend ``name`` (as a spec or a stored session names it)."""
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise UsageError(f"unknown measurement backend {name!r}: this perfab knows {', '.join(BACKENDS)}; "
+                         "use one of those, or a perfab that knows it") from None
+
+
+def make_backend(measure) -> Backend:
     """The backend a spec's ``[measure]`` table asks for."""
-    if measure.backend == "perf":
-        from perfab.run.backends.perfstat import PerfStatBackend
-
-        return PerfStatBackend(list(measure.counters), measure.max_events_per_run)
-    if measure.backend == "cachegrind":
-        from perfab.run.backends.cachegrind import CachegrindBackend
-
-        return CachegrindBackend(l1i=measure.l1i, l1d=measure.l1d, ll=measure.ll,
-                                 callgrind_toggle=measure.callgrind_toggle, branch_sim=measure.branch_sim)
-    if measure.backend == "guest":
-        from perfab.run.backends.guest import GuestBackend
-
-        return GuestBackend(measure)
-    return TimeBackend()
+    return declared(measure.backend).from_measure(measure)
 
 
-__all__ = ["Backend", "Measurement", "MetricInfo", "TimeBackend", "make_backend"]
+def readers(key: str) -> list[tuple[type, str | None]]:
+    """The backends that read ``[measure] key``: (class, None) for its owner, (class, switch) for one that
+    reads it only when its boolean key ``switch`` is true."""
+    owners = [(cls, None) for cls in _CLASSES if any(o.key == key for o in cls.options)]
+    return owners + [(cls, cls.options_when[key]) for cls in _CLASSES if key in cls.options_when]
+
+
+def option_problem(key: str, value: object) -> str | None:
+    """Why ``value`` is no good for ``[measure] key``, asked of every backend that reads the key."""
+    for cls, _ in readers(key):
+        if (problem := cls.option_problem(key, value)) is not None:
+            return problem
+    return None
+
+
+__all__ = ["BACKENDS", "DEFAULT", "Backend", "Measurement", "MetricInfo", "Option", "Required", "TimeBackend",
+           "declared", "make_backend", "option_problem", "readers"]

@@ -61,7 +61,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from perfab.errors import ToolError, UsageError
-from perfab.run.backends.base import Measurement, MetricInfo, SameForEverySide
+from perfab.run.backends.base import Measurement, MetricInfo, Option, SameForEverySide
 from perfab.run.backends.cache_geometry import CacheLevel, host_geometry, parse_level, resolve_geometry
 from perfab.run.backends.cache_outfile import metrics_from_events, parse_out_file, sum_out_files
 
@@ -131,8 +131,36 @@ class CachegrindBackend(SameForEverySide):
     """Instruction and cache-miss counts from valgrind's cache simulator."""
 
     name = "cachegrind"
+    options = tuple(Option(k) for k in ("branch_sim", "callgrind_toggle", "l1i", "l1d", "ll"))
+    options_when: dict[str, str] = {}
+    required = ()
     wraps_workload = True
     simulated = True  # valgrind's rusage is the simulator's, never the workload's
+    slows_workload = True  # the workload's own time and rate figures time valgrind's simulated CPU
+    own_readings = True  # the counts
+    counts_service = None
+
+    @classmethod
+    def from_measure(cls, measure) -> "CachegrindBackend":
+        """The cache geometry, toggle and branch simulation of ``[measure]``."""
+        return cls(l1i=measure.l1i, l1d=measure.l1d, ll=measure.ll, callgrind_toggle=measure.callgrind_toggle,
+                   branch_sim=measure.branch_sim)
+
+    @classmethod
+    def describe(cls, groups: tuple[tuple[str, ...], ...]) -> str:
+        """valgrind's simulator and its limit."""
+        return "valgrind cachegrind (simulated caches, user space only)"
+
+    @classmethod
+    def option_problem(cls, key: str, value: object) -> str | None:
+        """A cache geometry that does not read as "size,assoc,line"."""
+        if key not in ("l1i", "l1d", "ll") or not isinstance(value, str):
+            return None
+        try:
+            parse_level(key, value)
+        except UsageError as e:
+            return str(e)
+        return None
 
     def __init__(
         self,

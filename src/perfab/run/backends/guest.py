@@ -26,7 +26,7 @@ from pathlib import Path
 
 from perfab.errors import UsageError
 from perfab.machine.interrupts import COSTS
-from perfab.run.backends.base import Measurement, MetricInfo
+from perfab.run.backends.base import Declares, Measurement, MetricInfo, Option
 from perfab.run.backends.cache_geometry import parse_level
 from perfab.spec import Measure, Variant, Workload
 
@@ -42,13 +42,31 @@ _COUNTS = {  # the launcher's count -> metric name
 }
 
 
-class GuestBackend:
+class GuestBackend(Declares):
     """Boots the side's kernel for every run; see the module docstring."""
 
     name = "guest"
+    options = tuple(Option(k) for k in ("vcpus", "memory", "accel", "files", "vmstat", "cache_sim"))
+    options_when = {key: "cache_sim" for key in DEFAULT_GEOMETRY}  # the simulated caches' geometry
+    required = ()
     wraps_workload = True  # the executed command is the launcher: wait4's rusage is QEMU's
     own_interrupts = True  # measure.interrupts are read inside the guest
     simulated = True  # rusage of the launcher says nothing about the workload
+    slows_workload = False  # its wall time is stored as emulated_wall_s and judged as such
+    own_readings = True  # the plugin's counts and the in-guest counters
+    boots_kernels = True
+    counts_service = None
+
+    @classmethod
+    def from_measure(cls, measure: Measure) -> "GuestBackend":
+        """The guest's size, accelerator and readings from ``[measure]``."""
+        return cls(measure)
+
+    @classmethod
+    def describe(cls, groups: tuple[tuple[str, ...], ...]) -> str:
+        """The boot per run and what the TCG plugin counts."""
+        return ("each run boots its side's kernel under QEMU; under TCG perfab's plugin counts the whole guest "
+                "over the workload (instructions and simulated caches, :u user, :k kernel), wall time is emulated")
 
     def __init__(self, measure: Measure, cache_root: Path = Path(".perfab/kernel")):
         self.measure, self.cache_root = measure, cache_root

@@ -37,7 +37,7 @@ import signal
 from pathlib import Path
 
 from perfab.errors import UsageError
-from perfab.run.backends.base import Measurement, MetricInfo, SameForEverySide
+from perfab.run.backends.base import Measurement, MetricInfo, Option, Required, SameForEverySide
 from perfab.run.backends.perfderived import derived_names, derived_metrics
 from perfab.run.backends.perfparse import PerfRow, PerfStatParseError, parse_json
 from perfab.run.backends.perfsched import check_events, schedule_groups, split_modifiers
@@ -52,7 +52,14 @@ class PerfStatBackend(SameForEverySide):
     """Counts hardware and software events with ``perf stat``; see the module docstring."""
 
     name = "perf"
-    wraps_workload = True
+    options = (Option("counters", subject="counters are", empty_ok=True),)
+    options_when: dict[str, str] = {}
+    required = (Required("counters", "the perf backend needs events to count",
+                         'add counters = ["task-clock", "context-switches"] or use backend = "time"'),)
+    wraps_workload = True  # perf stat is what runs: wall time kept, user/sys as perf reports the workload's
+    slows_workload = False
+    own_readings = True  # the counts
+    counts_service = "perf stat"  # a second perf stat on the service's pids or CPUs (perfservice)
 
     def __init__(self, counters: list[str], max_events_per_run: int | None = None, perf: str = "perf") -> None:
         if not counters:
@@ -64,6 +71,23 @@ class PerfStatBackend(SameForEverySide):
             self._groups: tuple[tuple[str, ...], ...] = (tuple(counters),)
         else:
             self._groups = schedule_groups(self.counters, max_events_per_run)
+
+    @classmethod
+    def from_measure(cls, measure) -> "PerfStatBackend":
+        """The counters of ``[measure]``, grouped within ``max_events_per_run``."""
+        return cls(list(measure.counters), measure.max_events_per_run)
+
+    @classmethod
+    def describe(cls, groups: tuple[tuple[str, ...], ...]) -> str:
+        """perf stat and the counter groups the runs carried."""
+        return f"perf stat, one group per run: {' | '.join(','.join(g) for g in groups)}"
+
+    def count_service(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
+        """perf stat on the service's processes (or on ``cpus``), counting the run's group but perf's tool times."""
+        from perfab.run.backends.perfservice import ServiceCounter
+
+        events = tuple(e for e in group if not e.endswith(("_time", "duration_time")))
+        return ServiceCounter(self.perf, events, scratch, pids=pids, cpus=cpus)
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         """The counter groups; one group with every counter when no budget was given."""
