@@ -21,7 +21,6 @@ from pathlib import Path
 
 from perfab.errors import ToolError, UsageError
 
-NO_DWARF = "no DWARF: symbol-level diff only"
 TOP_CALLERS = 3  # callers kept per change, largest |delta| first
 
 
