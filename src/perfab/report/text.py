@@ -12,7 +12,6 @@ Everything fits 80 columns.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from dataclasses import replace
 
@@ -22,6 +21,8 @@ from perfab.analyse.model import compared
 from perfab.plan import describe_order
 from perfab.report.numbers import centers, fmt_delta, fmt_pct, fmt_value, measured_rows, noise_range
 from perfab.report.sweep import sweep_tables
+from perfab.terminal import CONTROL as _CONTROL
+from perfab.terminal import visible as _visible
 
 WIDTH = 80
 _SIDE_NAME_MAX = 20  # longer side names are clipped in the normalized table's header
@@ -49,14 +50,6 @@ def render_text(a: Analysis, absolute: bool = False) -> str:
     if a.notes:
         out += ["", "NOTES"] + [line for n in a.notes for line in _wrap(f"- {n}")]
     return _visible("\n".join(out).rstrip() + "\n")
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _visible(text: str) -> str:
-    """The report safe for a terminal: control characters from labels or commands (ANSI escapes) shown as \\xNN."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _visible_analysis(a: Analysis) -> Analysis:

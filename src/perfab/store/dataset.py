@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-Params = tuple[tuple[str, str], ...]  # a sweep point: (parameter, value) pairs in spec order
+from perfab.plan import Params
 
 
 @dataclass(frozen=True)

@@ -48,5 +48,5 @@ def option_problem(key: str, value: object) -> str | None:
     return None
 
 
-__all__ = ["BACKENDS", "DEFAULT", "Backend", "Measurement", "MetricInfo", "Option", "Required", "TimeBackend",
-           "declared", "make_backend", "option_problem", "readers"]
+__all__ = ["BACKENDS", "DEFAULT", "Backend", "Measurement", "MetricInfo", "Option", "Required", "SameForEverySide",
+           "TimeBackend", "declared", "make_backend", "option_problem", "readers"]
