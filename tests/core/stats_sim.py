@@ -12,7 +12,8 @@ import numpy as np
 
 from perfab.analyse.compare import compare
 from perfab.spec import parse_spec
-from perfab.store import Dataset, MetricMeta
+from perfab.metrics import resolve
+from perfab.store import Dataset
 from perfab.store.dataset import RunInfo, Session
 
 
@@ -34,7 +35,8 @@ class Simulator:
         self.text = spec_text(metrics, primary, fdr)
         self.spec = parse_spec(self.text, "sim.toml")
         self.metrics = metrics
-        self.meta = {("w", m): MetricMeta(None, False, m in exact, "parser") for m in metrics}
+        self.meta = {("w", m): resolve(m, unit=None, higher_is_better=False, exact=m in exact, origin="parser")
+                     for m in metrics}
         self.session = Session(1, "sim", 0.0, "finished", None, self.text, "sim.toml", "time", ((),), {})
 
     def analyse(self, samples: dict[str, tuple[np.ndarray, np.ndarray]], alpha: float = 0.05,

@@ -1,4 +1,4 @@
-"""The drawing helpers: scales and ticks, escaping, run-order positions, the interval of the median."""
+"""The drawing helpers: scales and ticks, escaping, run-order positions."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import pytest
 
 from perfab.report.html.plots import SESSION_STRIDE, plan_positions
 from perfab.report.html.svg import Scale, domain, dots, esc, text, tick_labels
-from perfab.report.html.sweep import median_interval
 
 
 @pytest.mark.parametrize("lo,hi", [(0.96e6, 1.05e6), (0, 1), (-0.005, 0.025), (7000, 7030), (0.0099, 0.0101),
@@ -71,9 +70,3 @@ def test_later_sessions_are_placed_after_earlier_ones():
     assert xs == sorted(xs) and xs[0] == 0 and xs[1] == 3 and xs[2] - xs[1] >= 3
     assert starts == [(xs[2] - 1.5, 2)]
     assert plan_positions([5, 9]) == ({5: 5, 9: 9}, [])
-
-
-def test_median_interval_uses_order_statistics():
-    values = list(range(1, 21))  # n = 20 at 95%: the 6th and the 15th value (coverage 95.9%)
-    assert median_interval(values, 0.95) == (10.5, 6, 15)
-    assert median_interval([3.0, 1.0, 2.0], 0.95) == (2.0, 1.0, 3.0)  # too few for an interval: the range

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from contract_helpers import ENV, empty_schema, plan, record, start
 from perfab.analyse.compare import compare
+from perfab.metrics import resolve
 from perfab.report import render
 from perfab.run.backends import TimeBackend
 from perfab.run.executor import FakeExecutor, FakeOutcome
@@ -105,7 +106,8 @@ def test_any_runs_read_back_identically(tmp_path_factory, pg_url, rows):
             for p, (status, metrics, excluded, out, shares) in zip(plan(len(rows)), rows):
                 store.record_run(session, p, record(status, metrics=metrics, excluded=excluded, stdout=out,
                                                     profile=shares, sources={m: "parser" for m in metrics},
-                                                    meta={m: ("u", None, True) for m in metrics}))
+                                                    meta={m: resolve(m, unit="u", higher_is_better=None, exact=True,
+                                                                     origin="parser") for m in metrics}))
             data = store.load("prop")
             got.append((_without_clocks(data), [list(v) for _, v in sorted(data.values.items())],
                         [store.output(r.run_id) for r in data.runs], store.run_rows("prop", all_attempts=True)))

@@ -46,13 +46,14 @@ from perfab.analyse.checks import adjust, bimodal, drift, no_spread, too_few_run
 from perfab.analyse.model import Analysis, Row, WorkloadInfo  # noqa: F401 (re-exported)
 from perfab.analyse.methods import ABSOLUTE, Estimate, get_method, min_detectable_effect, relative_cv
 from perfab.analyse.multiplicity import holm_weights
-from perfab.analyse.names import LABELS, RUSAGE_LABELS
 from perfab.analyse.pooling import pooled_warnings
 from perfab.analyse.summary import Summary, summarize
 from perfab.analyse.verdicts import basis_note, grid_pair, method_for, serial_widening, verdict  # noqa: F401 (re-exported)
 from perfab.errors import UsageError
+from perfab.metrics import RUSAGE, Metric, resolve
+from perfab.run.backends import DEFAULT, declared
 from perfab.spec import Experiment, MetricSpec, parse_spec
-from perfab.store import Dataset, MetricMeta, Params, Session, Store
+from perfab.store import Dataset, Params, Session, Store
 
 
 def analyse(store: Store, name: str | None = None, alpha: float | None = None, confidence: float | None = None,
@@ -77,9 +78,10 @@ def compare(data: Dataset, spec: Experiment, alpha: float | None = None, confide
             raise UsageError(f"{label} {value}: must lie strictly between 0 and 1 (e.g. 0.05 and 0.95)")
     idx = _Index(data)
     backend = _backend(data)  # the class; the Analysis keeps its name
-    rows, infos, summaries = [], [], []
+    rows, infos, summaries, metrics = [], [], [], {}
     for workload in spec.workloads:
         shown, hidden, simulated = _metrics(idx, workload, backend, show_all)
+        metrics.update({(workload.name, m): judged(spec, data, workload.name, m) for m in shown})
         for point in _in_grid_order(idx.points(workload.name), workload):
             for metric in shown:
                 for variant in [v.name for v in spec.variants if v.name != spec.baseline]:
@@ -102,7 +104,7 @@ def compare(data: Dataset, spec: Experiment, alpha: float | None = None, confide
         env_differences=_env_differences(sessions, spec), sessions=len(sessions),
         warnings=tuple(_experiment_warnings(sessions, spec, idx)), notes=idx.notes, spec=spec,
         profiles=_profiles(spec, idx, alpha), sources=sessions[-1].sources if sessions else {},
-        summaries=tuple(summaries), decision=decision,
+        summaries=tuple(summaries), metrics=metrics, decision=decision,
         stop_reason=next((x.stop_reason for x in reversed(sessions) if x.stop_reason), None))
 
 
@@ -111,7 +113,7 @@ class _Index:
 
     def __init__(self, data: Dataset):
         self.data = data
-        self.meta: dict[tuple[str, str], MetricMeta] = data.meta
+        self.meta: dict[tuple[str, str], Metric] = data.meta
         self.series: dict[tuple, list[tuple[int, float]]] = defaultdict(list)
         self.profile_runs: dict[tuple[str, str], list[dict[str, float]]] = defaultdict(list)
         self.order: dict[str, list[str]] = defaultdict(list)  # workload -> metrics in first-seen order
@@ -168,13 +170,8 @@ def _in_grid_order(points: list[Params], workload) -> list[Params]:
     return sorted(points, key=lambda p: grid.get(p, len(grid)))
 
 
-_TIME_UNITS = ("s", "ms", "us", "ns", "sec", "msec", "usec")
-
-
 def _backend(data: Dataset):
     """The class of the backend that measured the latest session (the default backend's with none)."""
-    from perfab.run.backends import DEFAULT, declared  # the run layer imports the analysis's metric names
-
     return declared(data.sessions[-1].backend if data.sessions else DEFAULT)
 
 
@@ -184,11 +181,11 @@ def _metrics(idx: _Index, workload, backend, show_all: bool) -> tuple[list[str],
     seen = idx.order.get(workload.name, [])
     rest, hidden, simulated = [], [], []
     for m in seen:
-        if m in declared or m in RUSAGE_LABELS:
+        if m in declared or m in RUSAGE:
             continue
         meta = idx.meta.get((workload.name, m))
-        if meta is not None and meta.source == "parser" and not show_all:
-            if backend.slows_workload and _timed(m, meta.unit):
+        if meta is not None and meta.origin == "parser" and not show_all:
+            if backend.slows_workload and meta.kind in ("time", "rate"):
                 simulated.append(m)
                 continue
             if meta.higher_is_better is None:
@@ -196,36 +193,34 @@ def _metrics(idx: _Index, workload, backend, show_all: bool) -> tuple[list[str],
                 continue
         rest.append(m)
     # Under a simulator (valgrind), rusage times the simulator, not the workload: left out unless declared.
-    rusage = [m for m in RUSAGE_LABELS if m in seen and m not in declared and not backend.simulated]
+    rusage = [m for m in RUSAGE if m in seen and m not in declared and not backend.simulated]
     return declared + rest + rusage, hidden, simulated
-
-
-def _timed(metric: str, unit: str | None) -> bool:
-    """A wall-clock figure or a rate printed by the workload: it times valgrind's simulated CPU."""
-    unit = (unit or "").strip()
-    return unit in _TIME_UNITS or unit.endswith("/s") or metric.endswith("/s") or metric.endswith("_per_s")
-
 
 
 def _declared(spec: Experiment, workload: str, metric: str) -> MetricSpec | None:
     return next((m for m in spec.workload(workload).metrics if m.name == metric), None)
 
 
+def judged(spec: Experiment, data: Dataset, workload: str, metric: str) -> Metric:
+    """The metric as the analysis judges it: as its producer reported it (nothing when nothing was stored),
+    then as the spec declares it (``perfab.metrics.resolve``)."""
+    known = data.meta.get((workload, metric)) or resolve(metric, unit=None, higher_is_better=None, exact=False,
+                                                         origin="backend")
+    decl = next((m for w in spec.workloads if w.name == workload for m in w.metrics if m.name == metric), None)
+    return resolve(metric, known=known, declared=decl)
+
+
 def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: str, variant: str,
          confidence: float, alpha: float, method_override: str | None) -> Row:
     decl = _declared(spec, workload, metric)
-    meta = idx.meta.get((workload, metric), MetricMeta(None, None, False, "backend"))
-    unit, hib = meta.unit, meta.higher_is_better
-    if decl is not None:
-        unit = decl.unit or unit
-        hib = None if decl.no_direction else (decl.higher_is_better if decl.higher_is_better is not None else hib)
-    label = (decl.label if decl and decl.label else None) or LABELS.get(metric, metric)
+    meta = judged(spec, idx.data, workload, metric)
     margin = (decl.margin_pct if decl and decl.margin_pct is not None else spec.margin_pct) / 100
     base, base_order = idx.values(workload, point, spec.baseline, metric)
     exp, exp_order = idx.values(workload, point, variant, metric)
-    common = dict(workload=workload, metric=metric, label=label, variant=variant, unit=unit, higher_is_better=hib,
+    common = dict(workload=workload, metric=metric, label=meta.label, variant=variant, unit=meta.unit,
+                  higher_is_better=meta.higher_is_better,
                   primary=bool(decl and decl.primary), margin=margin, n_base=len(base), n_exp=len(exp),
-                  base_values=tuple(base), exp_values=tuple(exp), params=point, source=meta.source,
+                  base_values=tuple(base), exp_values=tuple(exp), params=point, source=meta.origin,
                   base_order=base_order, exp_order=exp_order)
     none = dict(estimate=None, q=None, cv_base=None, cv_exp=None, mde=None)
     if decl is not None and decl.check is not None:
@@ -249,7 +244,7 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
                                  drift(base, np.array(base_order), spec.baseline),
                                  drift(exp, np.array(exp_order), variant),
                                  bimodal(base, spec.baseline), bimodal(exp, variant),
-                                 no_spread(base, exp, metric) if meta.source == "parser" else None) if w]
+                                 no_spread(base, exp, metric) if meta.origin == "parser" else None) if w]
     if name in ("nonparametric", "normal"):
         est = grid_pair(est, base, exp)
         est, serial = serial_widening(est, get_method(name), base, exp, confidence)
@@ -261,9 +256,7 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
 
 def _summaries(spec: Experiment, idx: _Index, workload: str, point: Params, metric: str,
                confidence: float) -> list[Summary]:
-    meta = idx.meta.get((workload, metric))
-    decl = _declared(spec, workload, metric)
-    unit = (decl.unit if decl and decl.unit else None) or (meta.unit if meta else None)
+    unit = judged(spec, idx.data, workload, metric).unit
     out = []
     for v in spec.variants:
         values, _ = idx.values(workload, point, v.name, metric)

@@ -33,7 +33,7 @@ import numpy as np
 
 from perfab.analyse.commits import OrderError, order_commits
 from perfab.analyse.edivisive import Detection, EDivisive
-from perfab.analyse.names import LABELS
+from perfab.analyse.compare import judged
 from perfab.analyse.summary import median_interval
 from perfab.errors import PerfabError, UsageError
 from perfab.spec import Experiment, parse_spec
@@ -172,8 +172,8 @@ def _keys(values: dict, data: Dataset, spec: Experiment, metrics: list[str] | No
     every metric with a direction."""
     stored = list(dict.fromkeys((k[0], k[3]) for k in values))
     if metrics:
-        chosen = [(w, m) for w, m in stored if m in metrics or _label(spec, w, m) in metrics]
-        unknown = [m for m in metrics if not any(m in (mm, _label(spec, w, mm)) for w, mm in stored)]
+        chosen = [(w, m) for w, m in stored if m in metrics or judged(spec, data, w, m).label in metrics]
+        unknown = [m for m in metrics if not any(m in (mm, judged(spec, data, w, mm).label) for w, mm in stored)]
         if unknown:
             names = ", ".join(dict.fromkeys(m for _, m in stored))
             raise UsageError(f"--metric {unknown[0]}: no such metric stored; stored metrics: {names}")
@@ -194,21 +194,6 @@ def _default(spec: Experiment, data: Dataset, workload: str, metric: str) -> boo
 
 def _workload_metrics(spec: Experiment, workload: str):
     return next((w.metrics for w in spec.workloads if w.name == workload), ())
-
-
-def _label(spec: Experiment, workload: str, metric: str) -> str:
-    decl = next((m for m in _workload_metrics(spec, workload) if m.name == metric), None)
-    return (decl.label if decl and decl.label else None) or LABELS.get(metric, metric)
-
-
-def _direction(spec: Experiment, data: Dataset, workload: str, metric: str) -> tuple[str | None, bool | None]:
-    meta = data.meta.get((workload, metric))
-    unit, hib = (meta.unit, meta.higher_is_better) if meta else (None, None)
-    decl = next((m for m in _workload_metrics(spec, workload) if m.name == metric), None)
-    if decl is not None:
-        unit = decl.unit or unit
-        hib = None if decl.no_direction else (decl.higher_is_better if decl.higher_is_better is not None else hib)
-    return unit, hib
 
 
 def _order(sessions: tuple[Session, ...], side: str, spec: Experiment, repo: str | None):
@@ -246,10 +231,10 @@ def _point(session: Session, side: str, values: list[float], confidence: float) 
 
 def _series(data: Dataset, spec: Experiment, workload: str, point: Params, side: str, metric: str,
             points: list[Point], method: EDivisive) -> Series:
-    unit, hib = _direction(spec, data, workload, metric)
+    judged_ = judged(spec, data, workload, metric)
     detection = method.detect([p.median for p in points]) if len(points) >= 2 * method.min_size else None
     changes = _changes(data, points, detection, workload) if detection else ()
-    return Series(workload, point, side, metric, _label(spec, workload, metric), unit, hib, tuple(points),
+    return Series(workload, point, side, metric, judged_.label, judged_.unit, judged_.higher_is_better, tuple(points),
                   detection, changes)
 
 

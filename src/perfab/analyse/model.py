@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from perfab.analyse.methods import Estimate
 from perfab.analyse.summary import Summary
+from perfab.metrics import Metric
 from perfab.spec import Experiment
 from perfab.store import Params
 
@@ -88,6 +89,7 @@ class Analysis:
     profiles: dict = field(default_factory=dict)  # (workload, variant) -> perfab.profile.ProfileRows
     sources: dict = field(default_factory=dict)  # variant -> {"commit": ..., "build": ...} of the newest session
     summaries: tuple[Summary, ...] = ()  # each side's median and interval per point (sweeps, single sides)
+    metrics: dict[tuple[str, str], Metric] = field(default_factory=dict)  # (workload, metric) -> as judged
     decision: object = None  # runs = "auto": perfab.analyse.sequential.Decision at the newest look
     stop_reason: str | None = None  # runs = "auto": why the newest session stopped
 

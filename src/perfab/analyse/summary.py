@@ -40,6 +40,7 @@ class Summary:
     lo: float  # lower end of the median's interval (-inf when too few runs)
     hi: float  # upper end
     per_thread: float | None  # median / thread count for rates in a thread sweep, else None
+    threads: int | None = None  # the thread count per_thread divides by; None when per_thread is None
 
 
 def median_interval(values: np.ndarray, confidence: float) -> tuple[float, float, float]:
@@ -57,6 +58,7 @@ def median_interval(values: np.ndarray, confidence: float) -> tuple[float, float
 
 
 def thread_count(params: tuple[tuple[str, str], ...]) -> int | None:
+    """The value of the point's thread-count parameter (``THREAD_PARAMS``), when it is a positive integer."""
     for name, value in params:
         if name in THREAD_PARAMS:
             try:
@@ -68,6 +70,7 @@ def thread_count(params: tuple[tuple[str, str], ...]) -> int | None:
 
 
 def is_rate(metric: str, unit: str | None) -> bool:
+    """A rate, whose per-thread value is worth showing: per second, or operations (will-it-scale's ``ops``)."""
     text = f"{metric} {unit or ''}".lower()
     return text.rstrip().endswith("/s") or "/s " in text or "ops" in metric.lower() or "per_s" in metric.lower()
 
@@ -78,5 +81,6 @@ def summarize(workload: str, params, variant: str, metric: str, unit: str | None
         return None
     median, lo, hi = median_interval(values, confidence)
     threads = thread_count(params)
-    per_thread = median / threads if threads and is_rate(metric, unit) else None
-    return Summary(workload, params, variant, metric, len(values), median, lo, hi, per_thread)
+    threads = threads if threads and is_rate(metric, unit) else None
+    per_thread = median / threads if threads else None
+    return Summary(workload, params, variant, metric, len(values), median, lo, hi, per_thread, threads)

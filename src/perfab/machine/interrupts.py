@@ -4,15 +4,12 @@ Each row (``TLB: 24275 18636 TLB shootdowns``) is summed over CPUs; the
 difference across a run is that run's count, a metric of the machine (other
 processes' interrupts are included), stored as ``interrupts.<ROW>`` with
 source ``machine``.  TLB shootdowns, function-call and rescheduling IPIs are
-costs (lower is better); other rows have no direction.
+costs (lower is better); other rows have no direction (``perfab.metrics.INTERRUPT_COSTS``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-
-COSTS = {"TLB", "CAL", "RES"}  # IPIs: lower is better
-
 
 def read_interrupts(rows: tuple[str, ...], path: Path = Path("/proc/interrupts")) -> dict[str, int] | None:
     """Totals over CPUs of the named rows; None when the file cannot be read."""

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 
 from perfab.analyse.compare import Analysis, Row, WorkloadInfo
-from perfab.analyse.names import LABELS, RUSAGE
 from perfab.analyse.summary import Summary
+from perfab.metrics import Metric, resolve
 from perfab.report.numbers import fmt_delta, fmt_value
 
 
@@ -25,8 +25,7 @@ def sweep_tables(a: Analysis, info: WorkloadInfo, rows: list[Row]) -> list[str]:
     for metric in metrics:
         mrows = [r for r in rows if r.metric == metric]
         msums = [s for s in summaries if s.metric == metric]
-        label = mrows[0].label if mrows else _label(a, info, metric)
-        out += ["", _title(label, mrows) if mrows else _title_declared(a, info, label, metric)]
+        out += ["", _title(a.metrics.get((info.name, metric)) or resolve(metric))]
         if a.variants:
             for variant in a.variants:
                 out += _compared(a, variant, [r for r in mrows if r.variant == variant], msums)
@@ -36,30 +35,9 @@ def sweep_tables(a: Analysis, info: WorkloadInfo, rows: list[Row]) -> list[str]:
     return out
 
 
-def _title(label: str, rows: list[Row]) -> str:
-    if rows and rows[0].higher_is_better is not None:
-        return f"{label} ({'higher' if rows[0].higher_is_better else 'lower'} = better)"
-    return label
-
-
-def _label(a: Analysis, info: WorkloadInfo, metric: str) -> str:
-    decl = _declared(a, info, metric)
-    return (decl.label if decl and decl.label else None) or LABELS.get(metric, metric)
-
-
-def _declared(a: Analysis, info: WorkloadInfo, metric: str):
-    if a.spec is None:
-        return None
-    return next((m for m in a.spec.workload(info.name).metrics if m.name == metric), None)
-
-
-def _title_declared(a: Analysis, info: WorkloadInfo, label: str, metric: str) -> str:
-    decl = _declared(a, info, metric)
-    if decl is not None and decl.higher_is_better is not None:
-        return f"{label} ({'higher' if decl.higher_is_better else 'lower'} = better)"
-    if metric in RUSAGE:
-        return f"{label} (lower = better)"
-    return label
+def _title(metric: Metric) -> str:
+    """The metric's label and, when it has one, its direction as the analysis judged it."""
+    return f"{metric.label} ({metric.direction} = better)" if metric.direction else metric.label
 
 
 def _point(params) -> str:

@@ -21,6 +21,7 @@ from perfab.analyse.model import compared
 from perfab.plan import describe_order
 from perfab.report.numbers import centers, fmt_delta, fmt_pct, fmt_value, measured_rows, noise_range
 from perfab.report.sweep import sweep_tables
+from perfab.run.backends import declared
 from perfab.terminal import CONTROL as _CONTROL
 from perfab.terminal import visible as _visible
 
@@ -89,8 +90,6 @@ def _setup(a: Analysis) -> list[str]:
 
 def _counted(a: Analysis) -> str:
     """What the backend counted, as it describes itself."""
-    from perfab.run.backends import declared
-
     return declared(a.backend).describe(a.groups)
 
 

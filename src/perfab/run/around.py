@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from perfab.analyse.names import SERVICE, service_metrics
-from perfab.machine.interrupts import COSTS, interrupt_deltas, read_interrupts
+from perfab.machine.interrupts import interrupt_deltas, read_interrupts
+from perfab.metrics import SERVICE, resolve, service_metrics
 from perfab.run.context import SideContext
 from perfab.spec import Experiment, Workload
 from perfab.store import RunRecord
@@ -55,7 +55,7 @@ def _with_service(rec: RunRecord, ctx: SideContext, before, workload: Workload) 
         return rec
     got = service_metrics(before, after, rec.metrics.get(workload.service.requests_metric or ""))
     metrics = {**rec.metrics, **got}
-    meta = {**rec.meta, **{m: SERVICE[m][:2] + (SERVICE[m][3],) for m in got}}
+    meta = {**rec.meta, **{m: SERVICE[m] for m in got}}
     sources = {**rec.sources, **{m: "service" for m in got}}
     return replace(rec, metrics=metrics, meta=meta, sources=sources)
 
@@ -66,8 +66,8 @@ def _with_service_counters(rec: RunRecord, served, backend) -> RunRecord:
         return rec
     metrics, excluded = served
     info = backend.metric_info()
-    meta = {m: (i.unit, i.higher_is_better, i.exact) for m, i in
-            ((m, info.get(m.removeprefix("service."))) for m in (*metrics, *excluded)) if i is not None}
+    meta = {m: resolve(m, simulated=backend.simulated) for m in (*metrics, *excluded)
+            if m.removeprefix("service.") in info}
     return replace(rec, metrics={**rec.metrics, **metrics}, excluded={**rec.excluded, **excluded},
                    meta={**rec.meta, **meta}, sources={**rec.sources, **{m: "service" for m in (*metrics, *excluded)}})
 
@@ -77,6 +77,6 @@ def _with_interrupts(rec: RunRecord, before, after, rows) -> RunRecord:
     if rec.status != "ok":
         return rec
     got, excluded = interrupt_deltas(before, after, rows)
-    meta = {f"interrupts.{r}": ("count", False if r in COSTS else None, False) for r in rows}
+    meta = {m: resolve(m, origin="machine") for m in (f"interrupts.{r}" for r in rows)}
     return replace(rec, metrics={**rec.metrics, **got}, excluded={**rec.excluded, **excluded},
                    meta={**rec.meta, **meta}, sources={**rec.sources, **{m: "machine" for m in meta}})

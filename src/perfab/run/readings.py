@@ -17,9 +17,10 @@ from __future__ import annotations
 import math
 import signal
 from dataclasses import replace
+from functools import lru_cache
 
-from perfab.analyse.names import RUSAGE
 from perfab.errors import PerfabError
+from perfab.metrics import RUSAGE, Metric, resolve
 from perfab.run.backends import Backend
 from perfab.run.executor import Execution
 from perfab.spec import Workload
@@ -33,7 +34,7 @@ def record(ex: Execution, started: float, measurement, parse, backend: Backend, 
     """The stored run for one execution (see the module docstring)."""
     metrics: dict[str, float] = {}
     sources: dict[str, str] = {}
-    meta: dict[str, tuple[str | None, bool | None, bool]] = {}
+    meta: dict[str, Metric] = {}
     reason = failure(ex, workload)
     excluded: dict[str, str] = {}
     notes: tuple[str, ...] = ()
@@ -41,14 +42,14 @@ def record(ex: Execution, started: float, measurement, parse, backend: Backend, 
     if ex.error is None:
         got, excluded, notes = _rusage(ex, backend, measurement, rusage_override)
         _add(metrics, sources, got, "rusage")
-        meta.update({m: (u, hib, False) for m, (u, hib, _) in RUSAGE.items()})
+        meta.update(RUSAGE)
     if measurement is not None:
         _add(metrics, sources, measurement.metrics, "backend")
         excluded.update(measurement.excluded)
         notes = tuple(measurement.notes) + notes
         profile = dict(getattr(measurement, "profile", {}) or {})
         info = backend.metric_info()
-        meta.update({m: (i.unit, i.higher_is_better, i.exact) for m, i in info.items() if m in measurement.metrics})
+        meta.update({m: resolve(m, known=i, origin="backend") for m, i in info.items() if m in measurement.metrics})
         reason = measurement.failure or reason  # the backend knows more than an exit status
     if reason is None and parse is not None and (ex.stdout_bytes > len(ex.stdout) or ex.stderr_bytes > len(ex.stderr)):
         cut = max(ex.stdout_bytes, ex.stderr_bytes)
@@ -62,7 +63,7 @@ def record(ex: Execution, started: float, measurement, parse, backend: Backend, 
         else:
             clash = sorted(set(parsed) & set(metrics))
             _add(metrics, sources, {m: p.value for m, p in parsed.items() if m not in clash}, "parser")
-            meta.update({m: (p.unit, p.higher_is_better, False) for m, p in parsed.items() if m not in clash})
+            meta.update({m: parsed_metric(m, p) for m, p in parsed.items() if m not in clash})
             if clash:
                 notes += (f"the workload printed {', '.join(clash)}, which perfab measures itself: its own "
                           "figure is kept",)
@@ -73,6 +74,17 @@ def record(ex: Execution, started: float, measurement, parse, backend: Backend, 
                      ex.sys_s, ex.max_rss_kb, ex.nvcsw, ex.nivcsw, ex.exit_code, ex.signal, ex.timed_out, ex.stdout,
                      ex.stderr, ex.stdout_bytes, ex.stderr_bytes, metrics if reason is None else {}, excluded, notes,
                      meta, sources, profile if reason is None else {}, transient)
+
+
+def parsed_metric(name: str, parsed) -> Metric:
+    """The metric a parser read (``perfab.parsers.ParsedMetric``): its unit and direction as the parser gave them."""
+    return _parsed(name, parsed.unit, parsed.higher_is_better)
+
+
+@lru_cache(maxsize=4096)
+def _parsed(name: str, unit: str | None, higher_is_better: bool | None) -> Metric:
+    """Every run of a workload prints the same metrics: each is resolved once."""
+    return resolve(name, unit=unit, higher_is_better=higher_is_better, exact=False, origin="parser")
 
 
 def _add(metrics: dict, sources: dict, values: dict, source: str) -> None:

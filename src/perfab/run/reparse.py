@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from perfab.errors import PerfabError
 from perfab.plan import PlannedRun
 from perfab.run.backends import declared
+from perfab.run.readings import parsed_metric
 from perfab.spec import Experiment
 from perfab.store import RunRecord
 from perfab.store.dataset import params_from_json
@@ -110,7 +111,7 @@ def _again(store, row: dict, parse, samples: dict, excluded: dict, profile: dict
     else:
         for m, p in got.items():
             if m not in own:
-                metrics[m], sources[m], meta[m] = p.value, "parser", (p.unit, p.higher_is_better, False)
+                metrics[m], sources[m], meta[m] = p.value, "parser", parsed_metric(m, p)
     return RunRecord("failed" if reason else "ok", reason, row["started_at"], row["wall_s"], row["user_s"],
                      row["sys_s"], row["max_rss_kb"], row["nvcsw"], row["nivcsw"], row["exit_code"], row["signal"],
                      bool(row["timed_out"]), stdout, stderr, row["stdout_bytes"] or 0, row["stderr_bytes"] or 0,

@@ -86,7 +86,7 @@ def _trials(store, name: str) -> list[Trial]:
 
 
 def _reading(meta, metric: str, value: float) -> Reading:
-    return Reading(metric, value, meta.unit if meta else None, meta.source if meta else "backend")
+    return Reading(metric, value, meta.unit if meta else None, meta.origin if meta else "backend")
 
 
 def parse_output(exp: Experiment, workload: str | None, stdout_path: str,

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfab.errors import UsageError
-from perfab.store.dataset import Dataset, MetricMeta, Params, RunInfo, Session
+from perfab.store.dataset import Dataset, Params, RunInfo, Session
 from perfab.store.protocol import ResultStore
 from perfab.store.record import RunRecord
 from perfab.store.schema import SCHEMA_VERSION
 from perfab.store.sqlite import Store
 
-__all__ = ["Dataset", "MetricMeta", "Params", "ResultStore", "Results", "RunInfo", "RunRecord", "SCHEMA_VERSION",
+__all__ = ["Dataset", "Params", "ResultStore", "Results", "RunInfo", "RunRecord", "SCHEMA_VERSION",
            "Session", "Store", "is_postgres_url", "open_results", "open_store"]
 
 

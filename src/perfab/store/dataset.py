@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from perfab.metrics import Metric
 from perfab.plan import Params
 
 
@@ -65,16 +66,6 @@ class RunInfo:
 
 
 @dataclass(frozen=True)
-class MetricMeta:
-    """How a metric was reported by whatever produced it."""
-
-    unit: str | None  # unit of the values
-    higher_is_better: bool | None  # direction; None: the producer gave none
-    exact: bool  # deterministic count (the exact method applies)
-    source: str  # rusage | backend | parser | service | machine
-
-
-@dataclass(frozen=True)
 class Dataset:
     """The stored runs of one experiment, typed and indexed."""
 
@@ -83,7 +74,7 @@ class Dataset:
     runs: tuple[RunInfo, ...]  # counted runs, in time order
     values: dict[int, dict[str, float]]  # run id -> metric -> value
     excluded: dict[int, dict[str, str]]  # run id -> metric -> why unusable in that run
-    meta: dict[tuple[str, str], MetricMeta]  # (workload, metric) -> how it was reported
+    meta: dict[tuple[str, str], Metric]  # (workload, metric) -> how it was reported
     profiles: dict[int, dict[str, float]] = field(default_factory=dict)  # run id -> profile key -> share %
 
     def measured(self) -> list[RunInfo]:

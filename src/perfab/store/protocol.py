@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from perfab.metrics import Metric
 from perfab.plan import PlannedRun
-from perfab.store.dataset import Dataset, MetricMeta, Session
+from perfab.store.dataset import Dataset, Session
 from perfab.store.record import RunRecord
 
 
@@ -70,7 +71,7 @@ class ResultStore(Protocol):
 
     def profile_shares(self, name: str) -> list[tuple[int, str, float]]: ...
 
-    def metric_meta(self, name: str) -> dict[tuple[str, str], MetricMeta]: ...
+    def metric_meta(self, name: str) -> dict[tuple[str, str], Metric]: ...
 
     def output(self, run_id: int) -> tuple[bytes, bytes]: ...
 

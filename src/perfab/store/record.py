@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from perfab.metrics import Metric
+
 
 @dataclass(frozen=True)
 class RunRecord:
@@ -28,7 +30,7 @@ class RunRecord:
     metrics: dict[str, float] = field(default_factory=dict)  # measured values (finite)
     excluded: dict[str, str] = field(default_factory=dict)  # metric -> reason it is unusable in this run
     notes: tuple[str, ...] = ()  # facts the backend reported
-    meta: dict[str, tuple[str | None, bool | None, bool]] = field(default_factory=dict)  # metric -> (unit, higher_is_better, exact)
+    meta: dict[str, Metric] = field(default_factory=dict)  # metric -> its unit, direction and origin as produced
     sources: dict[str, str] = field(default_factory=dict)  # metric -> rusage | backend | parser | service | machine
     profile: dict[str, float] = field(default_factory=dict)  # profile key -> self share, percent of samples
     transient: bool = False  # failed by a race of the measuring tool: the runner runs it again (not stored)

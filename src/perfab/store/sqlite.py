@@ -28,8 +28,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 from perfab.errors import StoreError, UsageError
+from perfab.metrics import Metric, resolve
 from perfab.plan import PlannedRun
-from perfab.store.dataset import (Dataset, MetricMeta, RunInfo, Session, group_by_run, params_from_json,
+from perfab.store.dataset import (Dataset, RunInfo, Session, group_by_run, params_from_json,
                                   params_to_json)
 from perfab.store.claims import claimable, identity, still_mine
 from perfab.store.owner import Owner
@@ -245,7 +246,7 @@ class Store:
 
     def _record_meta(self, session: int, workload: str, rec: RunRecord) -> None:
         """Units and directions, written when they are new or changed (rarely after the first run)."""
-        entries = {m: (*v, rec.sources.get(m, "backend")) for m, v in rec.meta.items()}
+        entries = {m: (v.unit, v.higher_is_better, v.exact, v.origin) for m, v in rec.meta.items()}
         fresh = {m: v for m, v in entries.items() if self._meta_seen.get((session, workload, m)) != v}
         if not fresh:
             return
@@ -365,10 +366,11 @@ class Store:
             "JOIN planned_runs p ON p.id = r.planned_id JOIN sessions s ON s.id = p.session_id "
             "WHERE s.experiment_id = ?", (self._experiment_id(name),)).fetchall()
 
-    def metric_meta(self, name: str) -> dict[tuple[str, str], MetricMeta]:
+    def metric_meta(self, name: str) -> dict[tuple[str, str], Metric]:
         rows = self.db.execute("SELECT workload, metric, unit, higher_is_better, exact, source FROM metric_meta "
                                "WHERE experiment_id = ?", (self._experiment_id(name),))
-        return {(w, m): MetricMeta(u, None if h is None else bool(h), bool(x), s) for w, m, u, h, x, s in rows}
+        return {(w, m): resolve(m, unit=u, higher_is_better=None if h is None else bool(h), exact=bool(x), origin=s)
+                for w, m, u, h, x, s in rows}
 
     def output(self, run_id: int) -> tuple[bytes, bytes]:
         row = self.db.execute("SELECT stdout, stderr FROM runs WHERE id = ?", (run_id,)).fetchone()

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 
 from perfab.analyse.compare import Analysis, Row, WorkloadInfo
+from perfab.analyse.summary import Summary
+from perfab.metrics import resolve
 from perfab.profile import ProfileRows
 from perfab.report.html import table
 from perfab.report.html.page import document
@@ -70,7 +72,7 @@ def _workload(a: Analysis, wi: int, info: WorkloadInfo) -> str:
              table.verdict_table(a, rows, anchors, bool(info.params)), table.legend(a, rows),
              table.problems(info, rows, a.rows)]
     if info.params:
-        parts.append(_sweeps(a, info, groups, metrics))
+        parts.append(_sweeps(a, info, groups))
     parts.append(_splits(a, groups, anchors))
     parts += [_metric(a, key, group, anchors[key]) for key, group in groups.items()]
     parts.append(_profiles(a, info.name))
@@ -89,24 +91,31 @@ def _metric(a: Analysis, key: tuple, rows: list[Row], anchor: str) -> str:
             f"{table.bullet_list(warnings)}</section>")
 
 
-def _sweeps(a: Analysis, info: WorkloadInfo, groups: dict, metrics: list[str]) -> str:
-    """Per metric, one plot against the sweep parameter for each combination of the other parameters."""
+def _sweeps(a: Analysis, info: WorkloadInfo, groups: dict) -> str:
+    """Per metric, one plot against the sweep parameter for each combination of the other parameters: each
+    side's median and interval as the analysis summarised them, each variant's delta as it compared them."""
     param = x_parameter(info.params)
+    sides = [a.baseline, *a.variants]
+    summaries: dict[tuple, dict[str, Summary]] = {}
+    for s in a.summaries:
+        if s.workload == info.name:
+            summaries.setdefault((s.metric, s.params), {})[s.variant] = s
     out = [f"<h3>Sweep over {esc(param)}</h3>"]
-    for metric in metrics:
-        panels: dict[tuple, list[tuple[str, list[Row]]]] = {}
-        for (params, m), rows in groups.items():
-            if m == metric and rows[0].estimate is not None:
+    for metric in dict.fromkeys(m for m, _ in summaries):
+        panels: dict[tuple, list] = {}
+        for (m, params), by_side in summaries.items():
+            rows = groups.get((params, m), [])
+            if m == metric and (not a.variants or (rows and rows[0].estimate is not None)):
                 rest = tuple((k, v) for k, v in params if k != param)
-                panels.setdefault(rest, []).append((dict(params).get(param, ""), rows))
+                panels.setdefault(rest, []).append((dict(params).get(param, ""), by_side, rows))
+        meta = a.metrics.get((info.name, metric)) or resolve(metric)
         for rest, points in panels.items():
             if len(points) < 2:
                 continue
             points.sort(key=lambda p: _sweep_key(p[0]))
-            label = esc(points[0][1][0].label) + (f' <span class="point">{esc(table.point_text(rest))}</span>'
-                                                   if rest else "")
-            out.append(f'<h4>{label}</h4><div class="plots">{sweep_plot(points, a.baseline, param, a.confidence)}'
-                       "</div>")
+            label = esc(meta.label) + (f' <span class="point">{esc(table.point_text(rest))}</span>' if rest else "")
+            plot = sweep_plot(points, sides, param, meta.label, meta.unit, a.confidence)
+            out.append(f'<h4>{label}</h4><div class="plots">{plot}</div>')
     return "".join(out) if len(out) > 1 else ""
 
 

@@ -1,13 +1,13 @@
 """Plots across sweep points, of user/kernel counter pairs, and of profiles.
 
 - ``sweep_plot``    one metric against one sweep parameter: each side's
-                    median with a distribution-free interval of the median
-                    (order statistics of a binomial(n, 1/2), as in
-                    Conover, *Practical Nonparametric Statistics*, 3rd ed.,
-                    sec. 3.2), joined by lines, and under it each variant's
-                    delta with its interval over the +-margin band.  A rate
-                    (unit ending in ``/s``) swept over ``threads`` or
-                    ``nr_task`` is shown per thread.
+                    median with the interval of the median the analysis
+                    computed (``perfab.analyse.summary``; none is drawn where
+                    it has none: too few runs), joined by lines, and under
+                    it each variant's delta with its interval over the
+                    +-margin band.  A rate in a thread sweep is shown per
+                    thread where the analysis divides it (``Summary.threads``).
+                    Nothing is recomputed: the plot shows the table's numbers.
 - ``split_plot``    a ``:u``/``:k`` counter pair: each side's median as one
                     bar, user and kernel parts side by side in it.
 - ``profile_plot``  the symbols with the largest self time on either side,
@@ -19,73 +19,62 @@ from __future__ import annotations
 import math
 import statistics
 
-from scipy import stats
-
 from perfab.analyse.compare import Row
 from perfab.analyse.methods import ABSOLUTE
+from perfab.analyse.summary import THREAD_PARAMS, Summary
 from perfab.report.html.plots import LEFT, RIGHT, WIDTH
-from perfab.report.html.svg import (Scale, clip, domain, dots, figure, line, polyline, rect, side_class, text,
-                                    x_axis, y_axis)
-from perfab.report.numbers import fmt_pct, fmt_value, rel_ticks
+from perfab.report.html.svg import (Scale, clip, domain, dots, esc, figure, line, polyline, rect, side_class,
+                                    text, x_axis, y_axis)
+from perfab.report.numbers import fmt_number, fmt_pct, fmt_value, rel_ticks
 
-PER_THREAD = ("threads", "nr_task")  # sweep parameters that count workers
+SweepPoint = tuple[str, dict[str, Summary], list[Row]]  # (parameter value, side -> summary, rows at the point)
 
 
 def x_parameter(names: tuple[str, ...]) -> str:
     """The parameter on the horizontal axis: a thread count when there is one, else the first."""
-    return next((n for n in names if n in PER_THREAD), names[0])
+    return next((n for n in names if n in THREAD_PARAMS), names[0])
 
 
-def per_thread(row: Row, param: str) -> bool:
-    """Whether the plot divides this row's values by the parameter's value."""
-    return param in PER_THREAD and (row.unit or "").endswith("/s")
-
-
-def median_interval(values, confidence: float) -> tuple[float, float, float]:
-    """(median, lo, hi): the distribution-free interval of the median from order statistics."""
-    s = sorted(v for v in values if math.isfinite(v))
-    n = len(s)
-    k = int(stats.binom.ppf((1 - confidence) / 2, n, 0.5))
-    lo, hi = (s[0], s[-1]) if k < 1 else (s[k - 1], s[n - k])
-    return float(statistics.median(s)), lo, hi
-
-
-def _number(text_: str) -> float | None:
-    try:
-        value = float(text_)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) and value > 0 else None
-
-
-def sweep_plot(points: list[tuple[str, list[Row]]], baseline: str, param: str, confidence: float) -> str:
-    """Value per side and delta per variant against ``param``; ``points`` = [(value, rows at that point)]."""
-    first = points[0][1][0]
-    scale_by = per_thread(first, param) and all(_number(v) for v, _ in points)
-    unit = (first.unit or "value") + (" per thread" if scale_by else "")
+def sweep_plot(points: list[SweepPoint], sides: list[str], param: str, label: str, unit: str | None,
+               confidence: float) -> str:
+    """Value per side and delta per variant against ``param``, as the analysis computed them."""
+    sums = [s for _, by_side, _ in points for s in by_side.values()]
+    per = bool(sums) and all(s.threads for s in sums)
+    unit_text = (unit or "value") + (" per thread" if per else "")
     xs = Scale(-0.5, len(points) - 0.5, LEFT, WIDTH - RIGHT)
-    series: dict[int, list[tuple[float, float, float, float]]] = {}
-    names = [baseline] + [r.variant for r in points[0][1]]
-    for p, (value, rows) in enumerate(points):
-        div = _number(value) if scale_by else 1.0
-        per_side = [rows[0].base_values] + [r.exp_values for r in rows]
-        for i, vals in enumerate(per_side):
-            if any(math.isfinite(v) for v in vals):
-                m, lo, hi = median_interval(vals, confidence)
-                series.setdefault(i, []).append((p, m / div, lo / div, hi / div))
+    series: dict[int, list[tuple[int, Summary]]] = {}
+    for p, (_, by_side, _) in enumerate(points):
+        for i, side in enumerate(sides):
+            if side in by_side:
+                series.setdefault(i, []).append((p, by_side[side]))
+    div = (lambda s: s.threads) if per else (lambda s: 1)  # noqa: E731
+    ends = [v / div(s) for pts in series.values() for _, s in pts for v in (s.median, s.lo, s.hi)]
     height = 200
-    ys = Scale(*domain([v for s in series.values() for _, _, lo, hi in s for v in (lo, hi)]), height - 30, 22)
-    body = [y_axis(ys, LEFT, WIDTH - RIGHT), _category_axis(xs, [v for v, _ in points], height - 30, param)]
-    for i, s in series.items():
+    ys = Scale(*domain([v for v in ends if math.isfinite(v)]), height - 30, 22)
+    body = [y_axis(ys, LEFT, WIDTH - RIGHT), _category_axis(xs, [v for v, _, _ in points], height - 30, param)]
+    for i, pts in series.items():
         cls = side_class(i)
-        body.append(polyline([(xs(p), ys(m)) for p, m, _, _ in s], f"join {cls}"))
-        body += [line(xs(p) + 3 * i - 3, ys(lo), xs(p) + 3 * i - 3, ys(hi), f"ci {cls}") for p, _, lo, hi in s]
-        body.append(dots([(xs(p), ys(m)) for p, m, _, _ in s], f"big {cls}"))
+        body.append(polyline([(xs(p), ys(s.median / div(s))) for p, s in pts], f"join {cls}"))
+        body += [_median(xs(p), 3 * i - 3, ys, s, div(s), f"{sides[i]}, {param}={points[p][0]}", confidence, cls)
+                 for p, s in pts]
         body.append(dots([(WIDTH - RIGHT + 12, 32 + 16 * i)], cls))
-        body.append(text(WIDTH - RIGHT + 20, 36 + 16 * i, clip(names[i], 10), "side", title=names[i]))
-    body.append(text(LEFT, 12, f"median ({unit}) per side, {fmt_pct(confidence, digits=3)} interval of the median", "caption"))
-    out = figure(WIDTH, height, "".join(body), f"{first.label} against {param}")
-    return out + _sweep_delta(points, param, confidence)
+        body.append(text(WIDTH - RIGHT + 20, 36 + 16 * i, clip(sides[i], 10), "side", title=sides[i]))
+    caption = f"median ({unit_text}) per side, {fmt_pct(confidence, digits=3)} interval of the median"
+    body.append(text(LEFT, 12, caption, "caption"))
+    out = figure(WIDTH, height, "".join(body), f"{label} against {param}")
+    rows = [(v, r) for v, _, r in points if r]
+    return out + (_sweep_delta(rows, param, confidence) if rows else "")
+
+
+def _median(x: float, dx: float, ys: Scale, s: Summary, div: float, where: str, confidence: float, cls: str) -> str:
+    """One side's median at one point, its interval's whisker when the analysis has one, and both as a tooltip."""
+    integral = float(s.median).is_integer() and div == 1
+    num = lambda v: fmt_number(v / div, integral)  # noqa: E731
+    bounded = math.isfinite(s.lo) and math.isfinite(s.hi)
+    interval = f"{num(s.lo)} .. {num(s.hi)}" if bounded else "none (too few runs)"
+    tip = f"{where}: median {num(s.median)}, {fmt_pct(confidence, digits=3)} interval {interval}, n={s.n}"
+    whisker = line(x + dx, ys(s.lo / div), x + dx, ys(s.hi / div), f"ci {cls}") if bounded else ""
+    return f'<g class="median"><title>{esc(tip)}</title>{whisker}{dots([(x, ys(s.median / div))], f"big {cls}")}</g>'
 
 
 def _sweep_delta(points: list[tuple[str, list[Row]]], param: str, confidence: float) -> str:

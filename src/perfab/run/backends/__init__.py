@@ -8,7 +8,7 @@ Adding a backend is one module here, one line in ``_CLASSES`` and its tests.
 from __future__ import annotations
 
 from perfab.errors import UsageError
-from perfab.run.backends.base import Backend, Measurement, MetricInfo, Option, Required, SameForEverySide
+from perfab.run.backends.base import Backend, Measurement, Option, Required, SameForEverySide
 from perfab.run.backends.cachegrind import CachegrindBackend
 from perfab.run.backends.guest import GuestBackend
 from perfab.run.backends.perfstat import PerfStatBackend
@@ -48,5 +48,5 @@ def option_problem(key: str, value: object) -> str | None:
     return None
 
 
-__all__ = ["BACKENDS", "DEFAULT", "Backend", "Measurement", "MetricInfo", "Option", "Required", "SameForEverySide",
+__all__ = ["BACKENDS", "DEFAULT", "Backend", "Measurement", "Option", "Required", "SameForEverySide",
            "TimeBackend", "declared", "make_backend", "option_problem", "readers"]

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from perfab.metrics import Metric
+
 
 @dataclass(frozen=True)
 class Measurement:
@@ -81,15 +83,6 @@ DECLARED = {
 }
 
 
-@dataclass(frozen=True)
-class MetricInfo:
-    """How a backend's metric is read and judged unless the spec overrides it."""
-
-    unit: str  # "", "s", "ops/s", "count", ...
-    higher_is_better: bool | None  # None: no direction (a count with no good side)
-    exact: bool = False  # deterministic count: the exact method applies
-
-
 class Backend(Protocol):
     """How a run is measured; see the module docstring."""
 
@@ -122,8 +115,8 @@ class Backend(Protocol):
         """Read the run's metrics; ``status`` is the raw ``wait4`` status."""
         ...
 
-    def metric_info(self) -> dict[str, MetricInfo]:
-        """Defaults for the metrics this backend produces."""
+    def metric_info(self) -> dict[str, Metric]:
+        """The metrics this backend produces (``perfab.metrics.resolve``), unless the spec overrides them."""
         ...
 
     def count_service(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):

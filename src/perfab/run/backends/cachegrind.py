@@ -61,7 +61,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from perfab.errors import ToolError, UsageError
-from perfab.run.backends.base import Measurement, MetricInfo, Option, SameForEverySide
+from perfab.metrics import SIMULATED, Metric, resolve
+from perfab.run.backends.base import Measurement, Option, SameForEverySide
 from perfab.run.backends.cache_geometry import CacheLevel, host_geometry, parse_level, resolve_geometry
 from perfab.run.backends.cache_outfile import metrics_from_events, parse_out_file, sum_out_files
 
@@ -74,18 +75,6 @@ SIMULATION_NOTE = (
 _INSTALL_FIX = "install it (apt-get install valgrind) or point valgrind= at the binary"
 _TOGGLE_RE = re.compile(r"^[^\s,-][^\s,]*$")
 
-_METRICS = {
-    "instructions": MetricInfo("count", higher_is_better=False, exact=True),
-    "I1 misses": MetricInfo("count", higher_is_better=False, exact=True),
-    "D1 misses": MetricInfo("count", higher_is_better=False, exact=True),
-    "LL misses": MetricInfo("count", higher_is_better=False, exact=True),
-    "I1 MPKI": MetricInfo("misses/kinstr", higher_is_better=False, exact=True),
-    "D1 refs": MetricInfo("count", higher_is_better=None, exact=True),
-    "branches": MetricInfo("count", higher_is_better=False, exact=True),
-    "branch mispredicts": MetricInfo("count", higher_is_better=False, exact=True),
-    "indirect branches": MetricInfo("count", higher_is_better=False, exact=True),
-    "indirect mispredicts": MetricInfo("count", higher_is_better=False, exact=True),
-}
 
 
 _BRANCH_METRICS = ("branches", "branch mispredicts", "indirect branches", "indirect mispredicts")
@@ -262,5 +251,6 @@ class CachegrindBackend(SameForEverySide):
             notes += (f"counts summed over {len(outs)} processes",)
         return Measurement(metrics, excluded=excluded, notes=notes)
 
-    def metric_info(self) -> dict[str, MetricInfo]:
-        return {name: info for name, info in _METRICS.items() if self.branch_sim or name not in _BRANCH_METRICS}
+    def metric_info(self) -> dict[str, Metric]:
+        return {name: resolve(name, simulated=True) for name in SIMULATED
+                if self.branch_sim or name not in _BRANCH_METRICS}

@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 
 from perfab.errors import UsageError
-from perfab.run.backends.base import Declares, Measurement, MetricInfo, Option
+from perfab.metrics import GUEST_CLOCKS, Metric, resolve
+from perfab.run.backends.base import Declares, Measurement, Option
 from perfab.run.backends.cache_geometry import parse_level
 from perfab.spec import Measure, Variant, Workload
 
@@ -104,17 +105,10 @@ class GuestBackend(Declares):
     def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
         return read_result(Path(scratch) / RESULT, self.measure.interrupts, self.measure.vmstat)
 
-    def metric_info(self) -> dict[str, MetricInfo]:
-        """The plugin's counts, the wall time and the asked-for in-guest rows (an interrupt with a cost is lower-better)."""
-        from perfab.machine.interrupts import COSTS  # perfab.machine is loaded by runs, not by reading a spec
-
-        info = {name: MetricInfo("count", higher_is_better=False, exact=True) for name in _COUNTS.values()}
-        info["emulated_wall_s"] = MetricInfo("s", higher_is_better=False)
-        info["guest_wall_s"] = MetricInfo("s", higher_is_better=False)
-        info.update({f"interrupts.{r}": MetricInfo("count", False if r in COSTS else None)
-                     for r in self.measure.interrupts})
-        info.update({f"vmstat.{r}": MetricInfo("count", None) for r in self.measure.vmstat})
-        return info
+    def metric_info(self) -> dict[str, Metric]:
+        names = (*_COUNTS.values(), *GUEST_CLOCKS, *(f"interrupts.{r}" for r in self.measure.interrupts),
+                 *(f"vmstat.{r}" for r in self.measure.vmstat))
+        return {name: resolve(name, simulated=True, origin="backend") for name in names}
 
     def plugin_options(self) -> dict | None:
         """What the TCG plugin is asked to count (None under KVM, where no plugin runs)."""
@@ -166,7 +160,7 @@ class GuestSide:
     def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
         return self.parent.collect(scratch, group, status)
 
-    def metric_info(self) -> dict[str, MetricInfo]:
+    def metric_info(self) -> dict[str, Metric]:
         return self.parent.metric_info()
 
 

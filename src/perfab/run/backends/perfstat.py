@@ -37,7 +37,8 @@ import signal
 from pathlib import Path
 
 from perfab.errors import UsageError
-from perfab.run.backends.base import Measurement, MetricInfo, Option, Required, SameForEverySide
+from perfab.metrics import Metric, resolve
+from perfab.run.backends.base import Measurement, Option, Required, SameForEverySide
 from perfab.run.backends.perfderived import derived_names, derived_metrics
 from perfab.run.backends.perfparse import PerfRow, PerfStatParseError, parse_json
 from perfab.run.backends.perfsched import check_events, schedule_groups, split_modifiers
@@ -119,12 +120,9 @@ class PerfStatBackend(SameForEverySide):
             return Measurement({}, failure=bad)
         return _measurement(dict(zip(events, rows)), group, stderr)
 
-    def metric_info(self) -> dict[str, MetricInfo]:
+    def metric_info(self) -> dict[str, Metric]:
         """Units and directions of every counter and derived metric."""
-        info = {event: _event_info(event) for event in self.counters}
-        for name in derived_names(self._groups):
-            info[name] = MetricInfo("", higher_is_better=name.startswith("IPC"))
-        return info
+        return {name: resolve(name) for name in (*self.counters, *derived_names(self._groups))}
 
 
 def _with_tool_times(group: tuple[str, ...]) -> tuple[str, ...]:
@@ -246,17 +244,6 @@ def _signame(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
-
-
-def _event_info(event: str) -> MetricInfo:
-    base = split_modifiers(event)[0]
-    if base in ("task-clock", "cpu-clock"):
-        return MetricInfo("msec", higher_is_better=False)
-    if base in ("user_time", "system_time", "duration_time"):
-        return MetricInfo("ns", higher_is_better=False)
-    if base.endswith(("-misses", "-faults", "faults")) or base in ("cycles", "cpu-cycles"):
-        return MetricInfo("count", higher_is_better=False)
-    return MetricInfo("count", higher_is_better=None)
 
 
 def _read(path: Path) -> str | None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfab.run.backends.base import Measurement, MetricInfo, SameForEverySide
+from perfab.metrics import Metric
+from perfab.run.backends.base import Measurement, SameForEverySide
 
 
 class TimeBackend(SameForEverySide):
@@ -38,5 +39,5 @@ class TimeBackend(SameForEverySide):
     def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
         return Measurement({})
 
-    def metric_info(self) -> dict[str, MetricInfo]:
+    def metric_info(self) -> dict[str, Metric]:
         return {}
