@@ -10,6 +10,7 @@
 mod collect;
 mod load;
 mod names;
+mod nm;
 mod ranges;
 mod resolve;
 mod walk;
@@ -35,6 +36,45 @@ fn inline_sites(py: Python<'_>, path: &str, threads: usize) -> PyResult<PyObject
         Ok(None) => Ok(py.None()),
         Err(msg) => Err(PyValueError::new_err(msg)),
     }
+}
+
+/// bloat-o-meter's tables between the `.symtab`s of two ELF files.
+///
+/// For each string of nm letters in `groups` (e.g. "tTdDbBrR"), sizes are
+/// summed per name with every `.NUMBER` stripped and the two files compared.
+/// The files are read at once, one thread each.  Returns `(old target, new
+/// target, tables)`: a target is `(class, big_endian, machine, has_symtab)`,
+/// a table `(add, remove, grow, shrink, up, down, old_total, new_total,
+/// rows)` with rows `(name, old bytes or None, new bytes or None)`, unordered.
+/// Raises `ValueError` when a file is not ELF or fails a check of
+/// `perfab.size.elf` (which then names the cause).
+#[pyfunction]
+fn nm_diff(py: Python<'_>, old: &str, new: &str, groups: Vec<String>) -> PyResult<PyObject> {
+    let letters: Vec<&[u8]> = groups.iter().map(|g| g.as_bytes()).collect();
+    let result = py.allow_threads(|| {
+        guarded(|| {
+            let (a, b) = (load::Mapped::open(old)?, load::Mapped::open(new)?);
+            let (ra, rb) = std::thread::scope(|scope| {
+                let other = scope.spawn(|| nm::nm_sums(b.bytes(), &letters));
+                let mine = nm::nm_sums(a.bytes(), &letters);
+                (mine, other.join().unwrap_or_else(|_| Err("the reader thread failed".into())))
+            });
+            let ((ta, sa), (tb, sb)) = (ra?, rb?);
+            let tables: Vec<nm::Table> = sa.iter().zip(sb.iter()).map(|(x, y)| nm::compare(x, y)).collect();
+            Ok((ta, tb, tables))
+        })
+    });
+    let (ta, tb, tables) = result.map_err(PyValueError::new_err)?;
+    let target = |t: &nm::Target| (t.class, t.big_endian, t.machine, t.has_symtab);
+    let out = PyList::empty_bound(py);
+    for t in tables {
+        let rows = PyList::empty_bound(py);
+        for (name, o, n) in t.rows {
+            rows.append((PyBytes::new_bound(py, &name), o, n))?;
+        }
+        out.append((t.add, t.remove, t.grow, t.shrink, t.up, t.down, t.old_total, t.new_total, rows))?;
+    }
+    Ok((target(&ta), target(&tb), out).into_py(py))
 }
 
 /// Run `read`, turning a panic (a bug met on some corrupt input) into a
@@ -95,6 +135,7 @@ fn perfab_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // of std, so other extension modules keep theirs.
     std::panic::set_hook(Box::new(|_| {}));
     m.add_function(wrap_pyfunction!(inline_sites, m)?)?;
+    m.add_function(wrap_pyfunction!(nm_diff, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -41,18 +41,16 @@ else the point that regressed most from good to bad.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-import tomli_w
-
 from perfab.analyse.compare import Analysis, Row, compare
+from perfab.analyse.verdicts import Verdict
 from perfab.errors import PerfabError, UsageError
 from perfab.git import git_output, run_git
 from perfab.run.build import BuildError, repository
-from perfab.spec import Experiment, load_spec, parse_spec
+from perfab.spec import Experiment, load_spec
 from perfab.store import Store
 
 SHORT = 12
@@ -160,11 +158,8 @@ def at_point(exp: Experiment, params: dict[str, str]) -> Experiment:
                              f"{', '.join(swept)})")
         if value not in swept[name]:
             raise UsageError(f"--param {name}={value}: not a point of the sweep ({', '.join(swept[name])})")
-    doc = tomllib.loads(exp.source)
-    for w in doc.get("workload", []):
-        w.pop("params", None)
-    doc["variant"] = [{**v, "vars": {**v.get("vars", {}), **params}} for v in doc["variant"]]
-    return parse_spec(tomli_w.dumps(doc), exp.path)
+    return exp.derive(workloads=tuple(replace(w, params=()) for w in exp.workloads),
+                      variants=tuple(replace(v, vars={**v.vars, **params}) for v in exp.variants))
 
 
 def _search(ends: "_Bisection", path: list[str], good: str | None) -> str:
@@ -214,7 +209,7 @@ class _Bisection:
         exp = self._experiment("ends", [self.good, self.bad])
         analysis = self._measure(exp)
         row = self._worst_point(analysis, _side("bad", self.bad))
-        if row.verdict != "**":
+        if row.verdict != Verdict.CHANGE:
             raise PerfabError(f"{self.metric}: good {self.good[:SHORT]} and bad {self.bad[:SHORT]} do not differ "
                               f"beyond noise ({_change(row)}); nothing to bisect")
         if row.higher_is_better is not None and not row.regressed:
@@ -235,8 +230,8 @@ class _Bisection:
             sessions += 1
             vs_good = self._row(analysis, _side("cand", commit))
             vs_bad = self._row(self._rebased(exp, commit), _side("bad", self.bad))
-            from_good = vs_good.verdict == "**" and _up(vs_good) == self.direction
-            from_bad = vs_bad.verdict == "**" and _up(vs_bad) == self.direction
+            from_good = vs_good.verdict == Verdict.CHANGE and _up(vs_good) == self.direction
+            from_bad = vs_bad.verdict == Verdict.CHANGE and _up(vs_bad) == self.direction
             decision = "bad" if from_good else "good" if from_bad else "undecided"
             if decision != "undecided" or sessions > self.max_retries or _deterministic(vs_good, vs_bad):
                 break
@@ -260,13 +255,9 @@ class _Bisection:
 
     def _experiment(self, label: str, commits: list[str], roles: tuple[str, ...] = ()) -> Experiment:
         roles = roles or (("good", "bad") if len(commits) == 2 else ("good", "cand", "bad"))
-        doc = tomllib.loads(self.exp.source)
-        template = dict(doc["variant"][0])
-        doc["experiment"]["name"] = f"{self.exp.name}-bisect-{label}"
-        doc["experiment"]["repo"] = str(self.repo)
-        doc["experiment"].pop("baseline", None)
-        doc["variant"] = [{**template, "name": _side(role, c), "git": c} for role, c in zip(roles, commits)]
-        return parse_spec(tomli_w.dumps(doc), f"{self.exp.path}#bisect-{label}")
+        sides = tuple(replace(self.exp.variants[0], name=_side(role, c), git=c) for role, c in zip(roles, commits))
+        return self.exp.derive(name=f"{self.exp.name}-bisect-{label}", repo=str(self.repo), variants=sides,
+                               baseline=sides[0].name, path=f"{self.exp.path}#bisect-{label}")
 
     def _measure(self, exp: Experiment) -> Analysis:
         self.run_step(exp)
@@ -290,7 +281,7 @@ class _Bisection:
             raise UsageError(f"metric {self.metric!r} is missing at sweep point "
                              f"{' '.join(f'{k}={v}' for k, v in sorted(missing)[0])}; pass --metric with one "
                              "every point reports")
-        worse = [r for r in rows if r.verdict == "**" and (r.higher_is_better is None or r.regressed)]
+        worse = [r for r in rows if r.verdict == Verdict.CHANGE and (r.higher_is_better is None or r.regressed)]
         row = max(worse, key=lambda r: abs(r.estimate.delta or 0.0)) if worse else rows[0]
         self.point = row.params
         if row.params:
@@ -330,9 +321,10 @@ def _up(row: Row) -> bool:
 
 
 def _change(row: Row) -> str:
+    from perfab.report.document import mark
     from perfab.report.numbers import fmt_delta
 
-    return f"{fmt_delta(row)} {row.verdict}"
+    return f"{fmt_delta(row)} {mark(row)}"
 
 
 def _summary(commit: str, subject: str, row: Row, change: float | None) -> str:

@@ -17,13 +17,14 @@ directly.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-from typing import Callable, TextIO
+TYPE_CHECKING = False  # typing costs milliseconds of start-up; annotations are never evaluated
+if TYPE_CHECKING:
+    from typing import Callable, TextIO
 
 from perfab.errors import PerfabError, UsageError
 from perfab.report.kinds import FORMATS
-from perfab.spec.schema import METHODS
+from perfab.terminal import help_formatter
 
 DEFAULT_DB = ".perfab/results.db"
 
@@ -46,11 +47,25 @@ class _HelpShown(Exception):
         self.status = status  # the exit status argparse asked for (0 after help)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="perfab", description="A/B performance experiments with verdicts you can defend.")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser; with ``command``, only that subcommand's arguments are filled in.
 
-    run = sub.add_parser("run", help="run an experiment spec, store every run, print the report")
+    Every subcommand is listed (name and help) either way, so ``perfab --help``
+    reads the same; filling one keeps start-up light (``report``'s options
+    import the spec schema).
+    """
+    p = _Parser(prog="perfab", description="A/B performance experiments with verdicts you can defend.",
+                formatter_class=help_formatter())
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, (help_text, fill) in _SUBCOMMANDS.items():
+        sp = sub.add_parser(name, help=help_text, formatter_class=p.formatter_class,
+                            **({"add_help": False} if name == "size" else {}))
+        if command is None or command == name:
+            fill(sp)
+    return p
+
+
+def _run_args(run: argparse.ArgumentParser) -> None:
     run.add_argument("spec", help="experiment TOML (see examples/default.toml)")
     _db(run)
     run.add_argument("--resume", action="store_true", help="continue the unfinished session of this experiment")
@@ -62,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--html", metavar="FILE", help="also write the report as one self-contained HTML page to FILE")
     _report_opts(run)
 
-    rep = sub.add_parser("report", help="analyse stored runs and print the comparison")
+
+def _report_args(rep: argparse.ArgumentParser) -> None:
     rep.add_argument("experiment", nargs="?", help="experiment name (default: the newest)")
     rep.add_argument("--db", action="append", default=None,
                      help=f"results database: a file (default {DEFAULT_DB}) or a postgresql:// URL; "
@@ -72,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="exit 1 when a primary metric regressed beyond noise (**)")
     rep.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE instead of stdout")
 
-    plan = sub.add_parser("plan", help="print the run order a spec would use, without running")
+
+def _plan_args(plan: argparse.ArgumentParser) -> None:
     plan.add_argument("spec")
     plan.add_argument("--side", help="plan only this external side")
     plan.add_argument("--try", action="store_true", dest="trial",
@@ -81,13 +98,15 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--all", action="store_true", dest="show_all",
                       help="with --try: also list the readings perfab takes itself (rusage, counters)")
 
-    prs = sub.add_parser("parse", help="read a saved workload output with the spec's parser, without running")
+
+def _parse_args(prs: argparse.ArgumentParser) -> None:
     prs.add_argument("spec", help="experiment TOML whose workload names the parser and its options")
     prs.add_argument("output", metavar="OUTPUT-FILE", help="the workload's stdout, saved to a file")
     prs.add_argument("--stderr", metavar="FILE", help="the workload's stderr, for parsers that read it")
     prs.add_argument("--workload", metavar="NAME", help="the workload whose parser to use (default: the only one)")
 
-    bis = sub.add_parser("bisect", help="find the commit that made a metric regress (sides built from git)")
+
+def _bisect_args(bis: argparse.ArgumentParser) -> None:
     bis.add_argument("spec", help="experiment TOML whose first variant builds a commit ({src}, {build})")
     bis.add_argument("--good", required=True, help="a commit (ref) without the regression")
     bis.add_argument("--bad", required=True, help="a later commit with it")
@@ -98,10 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="for a sweep spec: the point to bisect at, one --param per swept parameter")
     _db(bis)
 
-    lst = sub.add_parser("list", help="list the experiments in a results database")
-    _db(lst)
 
-    hist = sub.add_parser("history", help="each session's median in commit (or date) order, with change points")
+def _history_args(hist: argparse.ArgumentParser) -> None:
     hist.add_argument("experiment", nargs="?", help="experiment name (default: the newest)")
     hist.add_argument("--metric", action="extend", nargs="+", metavar="NAME",
                       help="metric names or labels (default: the declared metrics, else those with a direction)")
@@ -112,19 +129,23 @@ def build_parser() -> argparse.ArgumentParser:
                       help="significance level of each change point's permutation test (default 0.05)")
     hist.add_argument("--repo", help="git repository that orders the commits (default: the spec's)")
 
-    sub.add_parser("env", help="show the machine settings that matter for measurement, with advice")
-    sub.add_parser("counters", help="show what this machine can count: PMU, counter budget, paranoid level")
 
-    scr = sub.add_parser("screen", help="rank commands by kernel share and front-end boundness")
+def _no_args(p: argparse.ArgumentParser) -> None:
+    """``env`` and ``counters`` take no arguments."""
+
+
+def _screen_args(scr: argparse.ArgumentParser) -> None:
     scr.add_argument("commands", nargs="+", help="each a shell command string, e.g. 'perf bench sched pipe'")
     scr.add_argument("--runs", type=int, default=3, help="perf stat -r: repetitions per command (default 3)")
 
-    sbm = sub.add_parser("submit", help="queue experiment specs for a class of lab machines (PostgreSQL --db)")
+
+def _submit_args(sbm: argparse.ArgumentParser) -> None:
     sbm.add_argument("specs", nargs="+", metavar="SPEC", help="experiment TOML; each runs whole on one machine")
     sbm.add_argument("--db", required=True, help="the fleet's database: postgresql://user@host/dbname")
     sbm.add_argument("--machines", required=True, metavar="CLASS", help="the class of machines to run them on")
 
-    wrk = sub.add_parser("worker", help="on a lab machine: take queued experiments of its class and run them")
+
+def _worker_args(wrk: argparse.ArgumentParser) -> None:
     wrk.add_argument("--db", required=True, help="the fleet's database: postgresql://user@host/dbname")
     wrk.add_argument("--machine-class", required=True, metavar="CLASS", help="the class of machines this one is in")
     wrk.add_argument("--machine", metavar="NAME",
@@ -133,9 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a worker silent this long is gone: its job goes back to the queue (default 60)")
     wrk.add_argument("--until-idle", action="store_true", help="exit when no job is waiting")
 
-    size = sub.add_parser("size", help="code-size diff of two ELF files, explained", add_help=False)
+
+def _size_args(size: argparse.ArgumentParser) -> None:
     size.add_argument("args", nargs=argparse.REMAINDER)
-    return p
 
 
 def _db(p: argparse.ArgumentParser) -> None:
@@ -147,11 +168,30 @@ def _report_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", default="text", choices=list(FORMATS))
     p.add_argument("--alpha", type=float, help="significance level after FDR control (default: the spec's, 0.05)")
     p.add_argument("--confidence", type=float, help="confidence level of intervals (default: the spec's, 0.95)")
+    from perfab.spec.schema import METHODS  # imported when a command that reports is chosen
+
     p.add_argument("--method", choices=list(METHODS), help="override every row's method")
     p.add_argument("--all", action="store_true", dest="show_all",
                    help="also show parser metrics that have no declared direction")
     p.add_argument("--absolute", action="store_true",
                    help="with three or more sides, show each side's median instead of %% of the baseline")
+
+
+_SUBCOMMANDS = {  # name: (help line, what fills in its arguments), in `perfab --help` order
+    "run": ("run an experiment spec, store every run, print the report", _run_args),
+    "report": ("analyse stored runs and print the comparison", _report_args),
+    "plan": ("print the run order a spec would use, without running", _plan_args),
+    "parse": ("read a saved workload output with the spec's parser, without running", _parse_args),
+    "bisect": ("find the commit that made a metric regress (sides built from git)", _bisect_args),
+    "list": ("list the experiments in a results database", _db),
+    "history": ("each session's median in commit (or date) order, with change points", _history_args),
+    "env": ("show the machine settings that matter for measurement, with advice", _no_args),
+    "counters": ("show what this machine can count: PMU, counter budget, paranoid level", _no_args),
+    "screen": ("rank commands by kernel share and front-end boundness", _screen_args),
+    "submit": ("queue experiment specs for a class of lab machines (PostgreSQL --db)", _submit_args),
+    "worker": ("on a lab machine: take queued experiments of its class and run them", _worker_args),
+    "size": ("code-size diff of two ELF files, explained", _size_args),
+}
 
 
 def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -164,10 +204,9 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: Te
         return size_main(argv[1:], stdout, stderr)
     args = None
     try:
-        with contextlib.redirect_stdout(stdout):  # --help prints to main's stdout
-            args = build_parser().parse_args(argv)
+        args = _parse(argv, stdout)
         if not args.command:
-            build_parser().print_help(stdout)
+            build_parser("").print_help(stdout)
             return 2
         return COMMANDS[args.command](args, stdout, stderr)
     except _HelpShown as shown:
@@ -179,6 +218,20 @@ def main(argv: list[str] | None = None, stdout: TextIO | None = None, stderr: Te
         hint = _resume_command(args) if args is not None and args.command == "run" else "perfab run SPEC --resume"
         print(f"perfab: interrupted; stored runs are kept (continue with {hint})", file=stderr)
         return 130
+
+
+def _parse(argv: list[str], stdout: TextIO) -> argparse.Namespace:
+    """Parse ``argv``; --help prints to ``stdout`` (contextlib.redirect_stdout, without importing contextlib)."""
+    saved, sys.stdout = sys.stdout, stdout
+    try:
+        return build_parser(_command_in(argv)).parse_args(argv)
+    finally:
+        sys.stdout = saved
+
+
+def _command_in(argv: list[str]) -> str:
+    """The subcommand ``argv`` names: its first word that is not an option ('' when none)."""
+    return next((a for a in argv if not a.startswith("-")), "")
 
 
 def main_entry() -> None:

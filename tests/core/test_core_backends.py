@@ -2,9 +2,10 @@
 branches on a backend's name.
 
 The registry (``perfab.run.backends.BACKENDS``) is listed, and every class in
-it is checked for each declaration in ``base.DECLARED``; the spec reader,
-the analysis and the report are shown to follow the declarations, including
-those of a backend added to the registry here.  The source of the package
+it is checked for each declaration in ``base.DECLARED``; it and the spec's
+``[measure]`` keys by backend (``perfab.spec.schema.BACKEND_KEYS``) name the
+same backends; the spec's rules, the analysis and the report are shown to
+follow the declarations.  The source of the package
 outside ``run/backends/`` is read with ``ast`` for comparisons with a backend
 name (a literal grep would also find ``perf`` the profiler and ``guest`` the
 kallsyms source, which are not backends).
@@ -22,9 +23,9 @@ import pytest
 import perfab
 import perfab.run.backends as registry
 from perfab.errors import SpecError, UsageError
-from perfab.run.backends.base import DECLARED, Declares, Option
+from perfab.run.backends.base import DECLARED, Declares
 from perfab.spec import parse_spec
-from perfab.spec.schema import allowed
+from perfab.spec.schema import BACKEND_KEYS
 
 ROOT = Path(perfab.__file__).parent
 SPEC = """
@@ -54,29 +55,20 @@ def test_each_backend_declares_everything(name):
     for attr, kind in DECLARED.items():
         assert hasattr(cls, attr), f"backend {name!r} does not declare {attr}"
         assert isinstance(getattr(cls, attr), kind), f"backend {name!r}: {attr} is not {kind}"
-    for method in ("from_measure", "describe", "groups", "wrap", "collect", "metric_info", "prepare", "for_side",
-                   "plan_lines", "count_service", "option_problem"):
+    for method in ("from_measure", "counted", "groups", "wrap", "collect", "metric_info", "prepare", "for_side",
+                   "plan_lines", "count_service"):
         assert callable(getattr(cls, method, None)), f"backend {name!r} has no {method}"
-    assert "from_measure" in vars(cls) and "describe" in vars(cls), f"{name!r} must say how it is made and described"
-    assert isinstance(cls.describe((("cycles", "instructions"),)), str) and cls.describe(((),))
-
-
-@pytest.mark.parametrize("name", sorted(registry.BACKENDS))
-def test_declared_keys_are_spec_keys_and_switches_are_the_backends_own(name):
-    cls = registry.BACKENDS[name]
-    keys = allowed("measure")
-    own = {o.key for o in cls.options}
-    assert all(isinstance(o, Option) and o.key in keys for o in cls.options)
-    assert all(r.key in keys and r.problem and r.fix for r in cls.required)
-    for key, switch in cls.options_when.items():
-        assert key in keys and key not in own and switch in own, (key, switch)
+    assert "from_measure" in vars(cls), f"{name!r} must say how a spec makes it"
+    assert isinstance(cls.counted((("cycles", "instructions"),)), str) and cls.counted(((),))
+    # the keys it cannot do without are its own [measure] keys
+    own = {k.name for k in BACKEND_KEYS[name].keys}
+    assert all(r.key in own and r.problem and r.fix for r in cls.required)
     # a backend counts a service exactly when it says with what
     assert (cls.count_service is not Declares.count_service) == (cls.counts_service is not None)
 
 
-def test_no_key_belongs_to_two_backends():
-    owners = [o.key for cls in registry.BACKENDS.values() for o in cls.options]
-    assert len(owners) == len(set(owners))
+def test_the_registry_and_the_spec_name_the_same_backends():
+    assert list(registry.BACKENDS) == list(BACKEND_KEYS)
 
 
 def test_every_backend_class_in_the_package_is_registered():
@@ -97,55 +89,34 @@ def test_an_unknown_stored_backend_is_a_one_line_error():
         registry.declared("nope")
 
 
-class _Added(Declares):
-    """A backend added to the registry: reads max_events_per_run, counts nothing, boots nothing."""
-
-    name = "added"
-    options = (Option("max_events_per_run"),)
-    options_when: dict[str, str] = {}
-    required = ()
-    wraps_workload = simulated = slows_workload = own_readings = boots_kernels = own_interrupts = False
-    counts_service = None
-
-    @classmethod
-    def from_measure(cls, measure):
-        return cls()
-
-    @classmethod
-    def describe(cls, groups):
-        return "the added backend's readings"
+def test_the_spec_asks_the_backend_whether_it_counts_a_service(monkeypatch):
+    service = '[workload.service]\nargv = ["sleep", "9"]\ncounters = "pids"\n'
+    text = SPEC.replace("[measure]\n", service + "[measure]\n")
+    with pytest.raises(SpecError, match=r'workload\[0\].service.counters: counts with perf stat; '
+                                        r'set \[measure\] backend = "perf" or remove service.counters'):
+        parse_spec(text, "s.toml")
+    monkeypatch.setattr(registry.BACKENDS["time"], "counts_service", "a counter of its own")
+    assert parse_spec(text, "s.toml").workloads[0].service.counters == "pids"
 
 
-@pytest.fixture
-def added(monkeypatch):
-    monkeypatch.setitem(registry.BACKENDS, "added", _Added)
-    return _Added
+def test_the_spec_asks_the_backend_whether_its_sides_boot_kernels(monkeypatch):
+    kernel = '[variant.kernel]\nimage = "/boot/vmlinuz"\n'
+    text = SPEC.replace('name = "a"\n', 'name = "a"\n' + kernel).replace('name = "b"\n', 'name = "b"\n' + kernel)
+    with pytest.raises(SpecError, match='boot a guest for each run; set \\[measure\\] backend = "guest"'):
+        parse_spec(text, "s.toml")
+    monkeypatch.setattr(registry.BACKENDS["time"], "boots_kernels", True)
+    assert parse_spec(text, "s.toml").variants[0].kernel is not None
 
 
-def test_a_backend_added_to_the_registry_is_chosen_and_its_key_refused_elsewhere(added):
-    exp = parse_spec(SPEC + 'backend = "added"\nmax_events_per_run = 4\n', "s.toml")
-    assert exp.measure.backend == "added" and isinstance(registry.make_backend(exp.measure), _Added)
-    with pytest.raises(SpecError, match=r"measure.max_events_per_run: is read by the added backend, not 'time'; "
-                                        r'set backend = "added" or remove max_events_per_run'):
-        parse_spec(SPEC + "max_events_per_run = 4\n", "s.toml")
+def test_the_report_asks_the_backend_what_it_counted(monkeypatch):
+    from perfab.report.document import counted
 
+    class Stored:  # the two fields counted() reads of an Analysis
+        backend, groups = "perf", (("cycles", "instructions"), ("branches",))
 
-def test_without_it_the_key_is_any_backends(added, monkeypatch):
-    monkeypatch.delitem(registry.BACKENDS, "added")
-    assert parse_spec(SPEC + "max_events_per_run = 4\n", "s.toml").measure.max_events_per_run == 4
-    with pytest.raises(SpecError, match="measure.backend: unknown value 'added'"):
-        parse_spec(SPEC + 'backend = "added"\n', "s.toml")
-
-
-def test_the_report_and_the_analysis_ask_the_backend(added):
-    from perfab.report.text import _counted
-
-    class Stored:  # the two fields _counted reads of an Analysis
-        backend, groups = "added", ((),)
-
-    assert _counted(Stored()) == "the added backend's readings"
-    assert registry.BACKENDS["perf"].describe((("cycles", "instructions"), ("branches",))) == \
-        "perf stat, one group per run: cycles,instructions | branches"
+    assert counted(Stored()) == "perf stat, one group per run: cycles,instructions | branches"
+    monkeypatch.setattr(registry.BACKENDS["perf"], "counted", classmethod(lambda cls, groups: "its own words"))
+    assert counted(Stored()) == "its own words"
 
 
 def _branches_on_a_backend_name(tree: ast.AST, names: set[str]) -> list[str]:

@@ -38,15 +38,22 @@ def test_machine_rows_and_service_counters():
     assert (served.name, served.direction, served.origin) == ("service.cycles:k", "lower", "service")
 
 
+def _declared(**given) -> MetricSpec:
+    """A metric declaration with the fields a spec leaves out at their neutral values."""
+    neutral = dict(unit=None, higher_is_better=None, margin_pct=None, primary=False, check=None, method=None,
+                   label=None, no_direction=False)
+    return MetricSpec(**{**neutral, **given})
+
+
 def test_what_a_producer_reports_then_what_the_spec_declares_wins():
     parsed = resolve("latency_ms", unit="ms", higher_is_better=False, origin="parser")
     assert (parsed.unit, parsed.direction, parsed.kind, parsed.origin) == ("ms", "lower", "time", "parser")
     rate = resolve("ops", unit="ops/s", higher_is_better=True)
-    declared = resolve("ops", known=rate, declared=MetricSpec(name="ops", label="throughput", unit="req/s"))
+    declared = resolve("ops", known=rate, declared=_declared(name="ops", label="throughput", unit="req/s"))
     assert (declared.label, declared.unit, declared.direction, declared.kind) == ("throughput", "req/s", "higher",
                                                                                    "rate")
-    flat = resolve("ops", known=rate, declared=MetricSpec(name="ops", no_direction=True))
+    flat = resolve("ops", known=rate, declared=_declared(name="ops", no_direction=True))
     assert flat.direction is None and flat.label == "ops"
-    assert resolve("wall_s", declared=MetricSpec(name="wall_s", higher_is_better=True)).direction == "higher"
+    assert resolve("wall_s", declared=_declared(name="wall_s", higher_is_better=True)).direction == "higher"
     unknown = resolve("wall_s", unit=None, higher_is_better=None, exact=False, origin="backend")
     assert unknown.label == "Time elapsed (s)" and unknown.direction is None and unknown.unit is None

@@ -10,6 +10,7 @@ import pytest
 
 from core_helpers import FakeOutcome, fake_runner, runs_table, two_sides
 from perfab.analyse.compare import analyse
+from perfab.analyse.diagnostics import Kind
 from perfab.errors import PerfabError, UsageError
 from perfab.plan import make_plan
 from perfab.report import render
@@ -279,7 +280,8 @@ def test_external_sides_run_one_per_session_by_detection(db):
     assert second.side == "new" and len(runs_table(db)) == 8
     analysis = analyse(store, "t")
     assert analysis.runs_per_side == {"old": 3, "new": 3}
-    assert any("one session (boot) of side 'old'" in w for w in analysis.warnings)
+    assert any(w.kind == Kind.ONE_SESSION and w.data["side"] == "old" and "one session (boot) of side 'old'" in w.text
+               for w in analysis.warnings)
     store.close()
 
 

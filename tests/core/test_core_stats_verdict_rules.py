@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from stats_sim import Simulator
 
+from perfab.analyse.diagnostics import Kind
 from perfab.analyse.verdicts import method_for, verdict
 from perfab.analyse.methods import EXACT_TOLERANCE, AssumeExact
 
@@ -33,7 +34,7 @@ def test_exact_rows_whose_counts_vary_are_judged_by_the_rank_test():
         rows = sim.rows({"ins": ins, "misses": (np.full(5, 1396.0), np.full(5, 1396.0))})
         false += rows["ins"].verdict == "**"
         fallback += rows["ins"].estimate.method == "nonparametric" and any(
-            "judged by the rank test" in w for w in rows["ins"].warnings)
+            d.kind == Kind.METHOD_FALLBACK and "judged by the rank test" in d.text for d in rows["ins"].warnings)
         assert rows["misses"].estimate.method == "exact" and rows["misses"].verdict == "flat"
     assert _rate("A/A exact-by-default rows with 1% CV: false **", false, trials) <= ALPHA
     assert fallback == trials
@@ -77,10 +78,10 @@ def test_a_zero_among_the_runs_is_named_on_its_row():
     qps[0][7] = 0.0
     rows = sim.rows({"qps": qps, "lat": (rng.lognormal(0, 0.01, 20), rng.lognormal(0, 0.01, 20))})
     assert rows["qps"].estimate.basis == "shift/median"
-    assert any(w.startswith("1 of 40 values are 0 or negative: Delta is the Hodges-Lehmann shift over the "
-                            "baseline median") for w in rows["qps"].warnings), rows["qps"].warnings
-    assert rows["lat"].estimate.basis == "ratio" and not any("Hodges-Lehmann shift" in w
-                                                            for w in rows["lat"].warnings)
+    assert any(d.kind == Kind.BASIS and d.text.startswith("1 of 40 values are 0 or negative: Delta is the "
+                                                           "Hodges-Lehmann shift over the baseline median")
+               for d in rows["qps"].warnings), rows["qps"].warnings
+    assert rows["lat"].estimate.basis == "ratio" and not any(d.kind == Kind.BASIS for d in rows["lat"].warnings)
 
 
 def test_a_primary_row_keeps_its_power_in_a_ten_row_report():
@@ -141,7 +142,7 @@ def test_runs_correlated_in_run_order_are_seen_and_widened():
     for _ in range(trials):
         row = sim.rows({"m": (_ar1(rng, 20, 0.5, 0.01), _ar1(rng, 20, 0.5, 0.01))})["m"]
         false += row.verdict == "**"
-        warned += any("correlated in run order" in w and "AR(1)" in w for w in row.warnings)
+        warned += any(d.kind == Kind.SERIAL and "AR(1)" in d.text for d in row.warnings)
     assert _rate("A/A AR(1) rho 0.5: false **", false, trials) <= ALPHA
     assert _rate("A/A AR(1) rho 0.5: warned", warned, trials) >= 0.8
 
@@ -154,7 +155,7 @@ def test_the_serial_check_costs_little_power_on_independent_runs():
     for _ in range(trials):
         row = sim.rows({"m": (rng.lognormal(0, 0.01, 20), rng.lognormal(0.01, 0.01, 20))})["m"]
         power += row.verdict == "**"
-        warned += any("correlated in run order" in w for w in row.warnings)
+        warned += any(d.kind == Kind.SERIAL for d in row.warnings)
     assert _rate("independent runs: serial warning", warned, trials) <= 0.15
     assert _rate("independent runs, +1% at CV 1%: **", power, trials) >= 0.68
 

@@ -18,6 +18,7 @@ from html_size import size_cli
 from test_html_report import COUNTERS, SWEEP, _outcome, _scaling
 
 from perfab.profile import compare_profiles
+from perfab.report.document import document
 from perfab.report.html import render_html
 from perfab.run.executor import FakeOutcome
 
@@ -44,7 +45,7 @@ def _every_plot_drew(browser) -> int:
 
 def test_report_renders_in_chromium(browser, improved, tmp_path):
     a = analysis_of(improved)
-    _load(browser, render_html(a), tmp_path / "report.html")
+    _load(browser, render_html(document(a)), tmp_path / "report.html")
     assert browser.evaluate("document.querySelectorAll('table.verdicts tbody tr').length") == 8
     assert browser.evaluate("document.querySelector('table.verdicts td.sig').textContent") == "**"
     assert _every_plot_drew(browser) == 3 * 8  # runs, delta and run order of each metric
@@ -63,7 +64,8 @@ def test_sweep_counters_and_profile_plots_draw(browser, tmp_path):
     a = analysis_of(counter_db)
     runs = [{"self.cycles:k.lock": 40.0 + i, "self.cycles:u.main": 20.0} for i in range(3)]
     a = replace(a, profiles={("sys", "b"): compare_profiles(runs, [{**r, "self.cycles:u.main": 25.0} for r in runs])})
-    for name, page in (("sweep", render_html(analysis_of(sweep_db))), ("counters", render_html(a))):
+    pages = (("sweep", render_html(document(analysis_of(sweep_db)))), ("counters", render_html(document(a))))
+    for name, page in pages:
         _load(browser, page, tmp_path / f"{name}.html")
         _every_plot_drew(browser)
         labels = browser.evaluate("Array.from(document.querySelectorAll('svg')).map(s => s.getAttribute('aria-label'))")
@@ -92,7 +94,7 @@ def test_hostile_text_is_shown_literally_and_never_runs(browser, db, tmp_path):
 
     run_fake(spec, db, behaviour)
     a = rename_variant(analysis_of(db), "inline", PAYLOADS[1])
-    page = render_html(a)
+    page = render_html(document(a))
     assert "<img" not in page and page.count("<script") == 0
     load = _load(browser, page, tmp_path / "hostile.html")
     assert load.dialogs == [] and browser.evaluate("window.__pwned === undefined")

@@ -13,6 +13,7 @@ from dataclasses import replace
 from html_helpers import LOCKBENCH, TWO, analysis_of, lockbench, parse, run_fake
 
 from perfab.report import render
+from perfab.report.document import document
 from perfab.report.html import render_html
 from perfab.report.numbers import fmt_pct, fmt_rel, rel_ticks
 
@@ -37,7 +38,7 @@ def test_a_count_sixty_times_larger_is_drawn_in_the_tables_notation(db):
     run_fake(LOCKBENCH.format(runs=8, variants=TWO, label="lock+unlock ops/s"), db,
              lockbench({"outline": 1.0, "inline": 59.7}))
     a = analysis_of(db)
-    page = render_html(a)
+    page = render_html(document(a))
     doc = parse(page)
     ops = next(r for r in a.rows if r.metric == "ops/s")
     delta_svg = doc.by_id("w0-p0-m0").all("svg")[1]
@@ -53,13 +54,13 @@ def test_a_ratio_interval_is_clipped_at_minus_100_percent(improved):
     a = analysis_of(improved)
     ops = next(r for r in a.rows if r.metric == "ops/s")
     wide = replace(ops, estimate=replace(ops.estimate, lo=-1.2487))
-    page = render_html(replace(a, rows=tuple(wide if r is ops else r for r in a.rows)))
+    page = render_html(document(replace(a, rows=tuple(wide if r is ops else r for r in a.rows))))
     assert "-124.87%" not in page and "-124" not in parse(page).text()
     assert "-100.00% .. " in page
 
 
 def test_plots_name_their_axes(improved):
-    doc = parse(render_html(analysis_of(improved)))
+    doc = parse(render_html(document(analysis_of(improved))))
     runs, delta, order = doc.by_id("w0-p0-m0").all("svg")
     assert [t.text() for t in delta.all("text", "axis-title")] == ["change against the baseline"]
     assert [t.text() for t in runs.all("text", "axis-title")] == ["ops/s"]

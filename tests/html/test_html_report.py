@@ -8,8 +8,10 @@ from dataclasses import replace
 import pytest
 from html_helpers import LOCKBENCH, THREE, TWO, analysis_of, cells, cli, lockbench, parse, run_fake, text_table
 
+from perfab.analyse.diagnostics import Diagnostic, Kind
 from perfab.profile import compare_profiles
 from perfab.report import render
+from perfab.report.document import document
 from perfab.report.html import render_html
 
 
@@ -21,7 +23,7 @@ def _verdict_rows(page) -> list[list[str]]:
 def test_table_shows_the_text_reports_numbers_and_verdicts(improved):
     a = analysis_of(improved)
     text = render(a, "text")
-    html_rows = _verdict_rows(render_html(a))
+    html_rows = _verdict_rows(render_html(document(a)))
     text_rows = text_table(text, "lock+unlock ops/s")
     assert len(html_rows) == len(text_rows) == 8
     for h, t in zip(html_rows, text_rows):
@@ -35,7 +37,7 @@ def test_three_sides_show_the_normalized_table_of_the_text_report(db):
              lockbench({"outline": 1.0, "inline": 1.03, "inline-O3": 0.97}))
     a = analysis_of(db)
     text_rows = text_table(render(a, "text"), "lock+unlock ops/s")
-    html_rows = _verdict_rows(render_html(a))
+    html_rows = _verdict_rows(render_html(document(a)))
     assert len(html_rows) == len(text_rows)
     for h, t in zip(html_rows, text_rows):
         assert " ".join(h).split() == " ".join(t).split()
@@ -44,7 +46,7 @@ def test_three_sides_show_the_normalized_table_of_the_text_report(db):
 
 
 def test_every_row_links_to_a_section_with_its_plots(improved):
-    doc = parse(render_html(analysis_of(improved)))
+    doc = parse(render_html(document(analysis_of(improved))))
     links = [a.attrs["href"] for a in doc.all("table", "verdicts")[0].all("a")]
     assert len(links) == 8 and len(set(links)) == 8
     for href in links:
@@ -57,7 +59,7 @@ def test_every_row_links_to_a_section_with_its_plots(improved):
 
 def test_runs_plot_draws_every_run_of_every_side(improved):
     a = analysis_of(improved)
-    doc = parse(render_html(a))
+    doc = parse(render_html(document(a)))
     ops = next(r for r in a.rows if r.metric == "ops/s")
     runs = doc.by_id("w0-p0-m0").all("svg")[0]
     per_side = [p.attrs["d"].count("h0") for p in runs.all("path", "dots")]
@@ -66,7 +68,7 @@ def test_runs_plot_draws_every_run_of_every_side(improved):
 
 def test_delta_plot_shows_the_interval_against_the_margin_band(improved):
     a = analysis_of(improved)
-    doc = parse(render_html(a))
+    doc = parse(render_html(document(a)))
     ops = next(r for r in a.rows if r.metric == "ops/s")
     delta = doc.by_id("w0-p0-m0").all("svg")[1]
     band = delta.all("rect", "margin")[0]
@@ -84,8 +86,8 @@ def test_drift_is_marked_in_the_run_order_plot(db):
              lockbench({"outline": 1.0, "inline": 1.0}, drift={"inline": 0.01}))
     a = analysis_of(db)
     ops = next(r for r in a.rows if r.metric == "ops/s")
-    assert any(w.startswith("drift across run order on inline") for w in ops.warnings)
-    order = parse(render_html(a)).by_id("w0-p0-m0").all("svg")[2]
+    assert any(w.text.startswith("drift across run order on inline") for w in ops.warnings)
+    order = parse(render_html(document(a))).by_id("w0-p0-m0").all("svg")[2]
     assert len(order.all("line", "trend")) == 1 and "s1" in order.all("line", "trend")[0].attrs["class"]
     assert [t.shown() for t in order.all("text", "warn")] == ["inline \u26a0 drift"]
 
@@ -137,7 +139,7 @@ def _outcome(stdout: str):
 def test_sweep_plots_rates_per_thread(db):
     run_fake(SWEEP, db, _scaling())
     a = analysis_of(db)
-    doc = parse(render_html(a))
+    doc = parse(render_html(document(a)))
     sweep = next(s for s in doc.all("svg") if s.attrs["aria-label"] == "ops/s against threads")
     assert "per thread" in sweep.text()
     base = sweep.all("polyline", "join")[0]
@@ -194,7 +196,7 @@ def test_user_and_kernel_counts_side_by_side(db):
         return _outcome(f"cycles:u {7000 + i}\ncycles:k {k_of[side][i % 8]}\n")
 
     run_fake(COUNTERS, db, behaviour)
-    page = render_html(analysis_of(db))
+    page = render_html(document(analysis_of(db)))
     doc = parse(page)
     split = doc.all("table", "split")[0]
     rows = [cells(tr) for tr in split.all("tbody")[0].all("tr")]
@@ -214,7 +216,7 @@ def test_profiles_list_the_top_symbols_per_side(improved):
     exp = [{"self.cycles:k.lock": 30.0 + i, "self.cycles:u.main": 30.0, "self.cycles:u.<b>bold</b>": 5.0}
            for i in range(4)]
     a = replace(a, profiles={("lockbench", "inline"): compare_profiles(base, exp, alpha=0.05)})
-    page = render_html(a)
+    page = render_html(document(a))
     doc = parse(page)
     table = doc.all("table", "profile")[0]
     rows = [cells(tr) for tr in table.all("tbody")[0].all("tr")]
@@ -227,8 +229,9 @@ def test_profiles_list_the_top_symbols_per_side(improved):
 def test_warnings_environment_notes_and_setup_are_shown(improved):
     a = analysis_of(improved)
     a = replace(a, env_differences=(("inline", "kernel.release", "6.1.0-test", "6.2.0-test"),),
-                warnings=a.warnings + ("the workloads changed between sessions",), notes=("cachegrind: user space only",))
-    doc = parse(render_html(a))
+                warnings=a.warnings + (Diagnostic(Kind.WORKLOADS_CHANGED, "the workloads changed between sessions"),),
+                notes=("cachegrind: user space only",))
+    doc = parse(render_html(document(a)))
     setup = doc.all("pre", "setup")[0].text()
     assert "Hardware: 1x Test CPU 3000" in setup and "runs     : outline 12, inline 12 measured" in setup
     env = doc.by_id("environment")
@@ -250,7 +253,7 @@ def test_failed_runs_and_row_warnings_are_listed(db):
 
     run_fake(LOCKBENCH.format(runs=6, variants=TWO, label="ops").replace("seed = 1", "seed = 1\nmax_failures = 3"),
              db, behaviour)
-    doc = parse(render_html(analysis_of(db)))
+    doc = parse(render_html(document(analysis_of(db))))
     problems = [li.text() for li in doc.all("ul", "problems")[0].all("li")]
     assert problems[0] == "Failed runs on inline: 1 (exit status 1: lock table full)"
 
@@ -262,7 +265,7 @@ def _fail(stderr: bytes):
 
 
 def test_page_fetches_nothing_and_runs_no_script(improved):
-    page = render_html(analysis_of(improved))
+    page = render_html(document(analysis_of(improved)))
     assert page.startswith("<!DOCTYPE html>")
     policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page)[1]
     assert "default-src 'none'" in policy and "script-src 'none'" in policy
@@ -276,7 +279,7 @@ def test_report_option_writes_the_file(improved, tmp_path):
     out = tmp_path / "report.html"
     code, stdout, stderr = cli("report", "--db", improved, "--format", "html", "-o", out)
     assert (code, stdout, stderr) == (0, "", "")
-    assert out.read_text() == render_html(analysis_of(improved))
+    assert out.read_text() == render_html(document(analysis_of(improved)))
     code, stdout, _ = cli("report", "--db", improved, "--output", tmp_path / "r.txt")
     assert code == 0 and stdout == "" and (tmp_path / "r.txt").read_text() == cli("report", "--db", improved)[1]
 

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from size_helpers import compile_c
+from size_helpers import SRC, compile_c
 
 from perfab.size.cli import main
 
@@ -83,8 +83,6 @@ def test_compat_matches_bloat_o_meter_on_linked_pair(bloat_o_meter, pair, opt, f
 
 
 def test_compat_matches_on_relocatable_objects(bloat_o_meter, tmp_path):
-    from size_helpers import SRC
-
     old = compile_c(tmp_path / "old.o", "-O2", "-g", "-c", "-DOLD", "-ffunction-sections", "-fdata-sections", str(SRC / "prog.c"))
     new = compile_c(tmp_path / "new.o", "-O2", "-g", "-c", "-ffunction-sections", "-fdata-sections", str(SRC / "prog.c"))
     for flags in ([], ["-c"]):
@@ -107,3 +105,44 @@ def test_header_and_total_lines_print_like_seed_001():
     assert header_line(t) == "add/remove: 82/283 grow/shrink: 870/372 up/down: 76272/-43618 (32654)"
     assert total_line(t.old_total_bytes, t.new_total_bytes) == "Total: Before=22770320, After=22802974, chg +0.14%"
     assert total_line(23838694, 23977159) == "Total: Before=23838694, After=23977159, chg +0.58%"  # seed 000
+
+
+def _quick_reader():
+    native = pytest.importorskip("perfab_native")
+    if not hasattr(native, "nm_diff"):
+        pytest.skip("the installed perfab_native predates nm_diff; rebuild it with `make native`")
+
+
+@pytest.mark.parametrize("mode", ["all", "text", "data+rodata", "categories"])
+def test_the_compiled_reader_prints_what_the_numpy_reader_prints(pair, tmp_path, mode):
+    """Two readers of .symtab, one text: the compiled one is only faster."""
+    from perfab.size.bloat import format_compat
+    from perfab.size.diff import diff_files
+    from perfab.size.quick import compat_text
+
+    _quick_reader()
+    old, new = pair("gcc", "-O2")
+    rel_old = compile_c(tmp_path / "old.o", "-O2", "-c", "-DOLD", "-fdata-sections", str(SRC / "prog.c"))
+    rel_new = compile_c(tmp_path / "new.o", "-O2", "-c", str(SRC / "prog.c"))
+    for a, b in ((old, new), (new, old), (rel_old, rel_new)):
+        quick = compat_text(str(a), str(b), mode)
+        assert quick is not None, "the compiled reader declined a readable pair"
+        assert quick[0] == format_compat(list(diff_files(a, b, compat=True, mode=mode).tables))
+        assert quick[1] is None
+
+
+def test_the_compiled_reader_leaves_what_it_cannot_read_to_the_numpy_reader(pair, tmp_path):
+    """A truncated file, a FIFO, a missing file: None, so `perfab size` names the cause as before."""
+    from perfab.size.quick import compat_text
+
+    _quick_reader()
+    old, _ = pair("gcc", "-O2")
+    cut = tmp_path / "cut"
+    cut.write_bytes(Path(old).read_bytes()[:3000])
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for bad in (cut, fifo, tmp_path / "missing"):
+        assert compat_text(str(old), str(bad)) is None
+        out, err = io.StringIO(), io.StringIO()
+        assert main(["--compat", str(old), str(bad)], out, err) == 2
+        assert err.getvalue().count("\n") == 1 and str(bad) in err.getvalue()

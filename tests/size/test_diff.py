@@ -121,3 +121,43 @@ def test_every_installed_compiler_gives_the_same_cause_kinds(pair, cc):
     kinds = {(f.name, f.file): f.cause.kind for f in diff_files(*pair(cc, "-O2")).families}
     expected = {"legacy": "removed", "fresh": "new", "once": "inlined", "mix": "uninlined"}
     assert {name: kinds.get((name, None)) for name in expected} == expected
+
+
+MOVED = {
+    "main.c": "int from_a(int); int from_b(int);\nint main(int argc, char **argv) { (void)argv; return USE(argc); }\n",
+    "a.c": "__attribute__((noinline)) static int foo(int x) { return x * 3 + 1; }\nint from_a(int x) { return foo(x); }\n",
+    "b.c": "__attribute__((noinline)) int foo(int x) { return x * 5 + 2; }\nint from_b(int x) { return foo(x); }\n",
+}
+MEMBERS = """
+import json, sys
+from perfab.size import diff_files
+d = diff_files(sys.argv[1], sys.argv[2], dwarf=False)
+print(json.dumps([[(m.name, m.old_bytes, m.new_bytes) for m in r.members] for r in d.families if r.name == "foo"]))
+"""
+
+
+def test_members_of_one_name_keep_one_order_under_any_hash_seed(tmp_path):
+    """A static that became global left two `foo` members (one keyed by its file, one not) whose order
+    followed set iteration: the vmlinux JSON report differed between runs.  The old file's member now
+    comes first."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    for name, text in MOVED.items():
+        (tmp_path / name).write_text(text)
+    old = compile_c(tmp_path / "old", "-O2", "-DUSE=from_a", "main.c", "a.c", cwd=tmp_path)
+    new = compile_c(tmp_path / "new", "-O2", "-DUSE=from_b", "main.c", "b.c", cwd=tmp_path)
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    seen = set()
+    for seed in ("1", "2", "3", "4"):
+        env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=src)
+        out = subprocess.run([sys.executable, "-c", MEMBERS, str(old), str(new)], env=env, capture_output=True,
+                             text=True, check=True).stdout
+        seen.add(out)
+    assert len(seen) == 1, seen
+    (members,) = json.loads(seen.pop())
+    assert [m[0] for m in members] == ["foo", "foo"]
+    assert members[0][1] is not None and members[1][1] is None  # the old file's foo, then the new file's

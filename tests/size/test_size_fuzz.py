@@ -189,6 +189,26 @@ def test_cli_survives_corrupted_gcc_output(bases, scratch, data):
     check_cli(old, new, data.draw(FLAGS))
 
 
+@settings(FUZZ, max_examples=300)
+@given(st.data())
+def test_compiled_compat_reader_agrees_with_the_numpy_reader(bases, scratch, data):
+    """Whatever the compiled reader answers, the numpy reader answers the same; what it declines, that one reads."""
+    native = pytest.importorskip("perfab_native")
+    if not hasattr(native, "nm_diff"):
+        pytest.skip("the installed perfab_native predates nm_diff; rebuild it with `make native`")
+    from perfab.size.bloat import format_compat
+    from perfab.size.diff import diff_files
+    from perfab.size.quick import compat_text
+
+    base = bases[data.draw(st.sampled_from(sorted(bases)))]
+    scratch.write_bytes(data.draw(corrupted(base)))
+    old, new = (scratch, base.path) if data.draw(st.booleans()) else (base.path, scratch)
+    mode = data.draw(st.sampled_from(["all", "categories"]))
+    quick = compat_text(str(old), str(new), mode, allow_mismatch=True)
+    if quick is not None:
+        assert quick[0] == format_compat(list(diff_files(old, new, compat=True, mode=mode, allow_mismatch=True).tables))
+
+
 @settings(FUZZ, max_examples=60)
 @given(RANDOM, FLAGS)
 def test_cli_survives_random_bytes(bases, scratch, blob, flags):

@@ -1,9 +1,11 @@
 """Start-up: commands that analyse nothing import no numerical library.
 
 numpy, scipy and pandas cost about half a second to import; the command
-line imports them where an analysis or a size diff uses them.  Each case
-runs in a fresh interpreter (``sys.modules`` of this test process already
-holds everything) and prints the heavy modules it ended up with.
+line imports them where an analysis or an explained size diff uses them.
+``--help`` of every command, ``list``, ``plan``, ``env``, ``counters`` and
+``size --compat`` (the compiled symbol reader) import none of them.  Each
+case runs in a fresh interpreter (``sys.modules`` of this test process
+already holds everything) and prints the heavy modules it ended up with.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 HEAVY = ("numpy", "scipy", "pandas")
@@ -32,7 +36,7 @@ print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & set(json.loads(
 
 
 def _heavy_after(argvs: list[list[str]]) -> list[str]:
-    env = dict(os.environ, PYTHONPATH=str(SRC))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")])))
     out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argvs), json.dumps(HEAVY)], env=env,
                          capture_output=True, text=True, check=True, timeout=120)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -54,6 +58,25 @@ def test_help_loads_no_numerical_library(argv):
 def test_list_of_a_real_store_loads_no_numerical_library(tmp_path):
     db = tmp_path / "results.db"
     assert _heavy_after([["list", "--db", str(db)]]) == []
+
+
+def test_plan_env_and_counters_load_no_numerical_library(tmp_path):
+    spec = tmp_path / "true.toml"
+    spec.write_text('[experiment]\nname = "t"\nruns = 3\n\n[[variant]]\nname = "a"\n\n[[variant]]\nname = "b"\n\n'
+                    '[[workload]]\nname = "true"\nargv = ["/bin/true"]\n')
+    assert _heavy_after([["plan", str(spec)], ["env"], ["counters"]]) == []
+
+
+def test_size_compat_loads_no_numerical_library(tmp_path):
+    """bloat-o-meter's table comes from the compiled reader (perfab.size.quick), without numpy."""
+    native = pytest.importorskip("perfab_native")
+    if not hasattr(native, "nm_diff"):
+        pytest.skip("the installed perfab_native predates nm_diff; rebuild it with `make native`")
+    src = TESTS / "size" / "src" / "prog.c"
+    for variant in ("OLD", "NEW"):
+        subprocess.run(["gcc", "-O2", f"-D{variant}", "-c", str(src), "-o", str(tmp_path / f"{variant}.o")], check=True)
+    argv = ["size", "--compat", str(tmp_path / "OLD.o"), str(tmp_path / "NEW.o")]
+    assert _heavy_after([argv, ["size", "--compat", "-c", *argv[2:]]]) == []
 
 
 def test_the_probe_sees_a_numerical_library_when_one_is_loaded():

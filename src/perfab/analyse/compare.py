@@ -36,23 +36,25 @@ from __future__ import annotations
 
 import json
 import math
-import tomllib
 from collections import defaultdict
 from dataclasses import replace
 
 import numpy as np
 
 from perfab.analyse.checks import adjust, bimodal, drift, no_spread, too_few_runs
+from perfab.analyse.diagnostics import Diagnostic, Kind, diagnostics
 from perfab.analyse.model import Analysis, Row, WorkloadInfo  # noqa: F401 (re-exported)
 from perfab.analyse.methods import ABSOLUTE, Estimate, get_method, min_detectable_effect, relative_cv
 from perfab.analyse.multiplicity import holm_weights
 from perfab.analyse.pooling import pooled_warnings
 from perfab.analyse.summary import Summary, summarize
-from perfab.analyse.verdicts import basis_note, grid_pair, method_for, serial_widening, verdict  # noqa: F401 (re-exported)
+from perfab.analyse.verdicts import (Verdict, basis_note, grid_pair, method_for, serial_widening,  # noqa: F401
+                                     verdict)  # (re-exported)
 from perfab.errors import UsageError
 from perfab.metrics import RUSAGE, Metric, resolve
 from perfab.run.backends import DEFAULT, declared
 from perfab.spec import Experiment, MetricSpec, parse_spec
+from perfab.spec.stored import definitions
 from perfab.store import Dataset, Params, Session, Store
 
 
@@ -149,14 +151,14 @@ class _Index:
 
     def workload_info(self, workload, hidden: tuple[str, ...], simulated: tuple[str, ...] = ()) -> WorkloadInfo:
         failed: dict[str, list[str]] = defaultdict(list)
-        excluded: dict[str, int] = defaultdict(int)
+        excluded: dict[tuple[str, str], int] = defaultdict(int)
         for r in self.data.runs:
             if r.workload != workload.name or r.warmup:
                 continue
             if r.status == "failed":
                 failed[r.variant].append(r.reason or "unknown")
             for metric, reason in self.data.excluded.get(r.run_id, {}).items():
-                excluded[f"{metric}: {reason}"] += 1
+                excluded[(metric, reason)] += 1
         command = workload.argv[0] if workload.shell else " ".join(workload.argv)
         return WorkloadInfo(workload.name, command, dict(failed), dict(excluded), hidden=hidden,
                             simulated=simulated, params=tuple(n for n, _ in workload.params))
@@ -225,33 +227,42 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
     none = dict(estimate=None, q=None, cv_base=None, cv_exp=None, mde=None)
     if decl is not None and decl.check is not None:
         bad = int(np.sum(base != decl.check) + np.sum(exp != decl.check))
-        verdict_ = "valid" if bad == 0 and len(base) and len(exp) else f"INVALID ({bad} runs)"
-        return Row(**common, **none, verdict=verdict_)
+        if bad == 0 and len(base) and len(exp):
+            return Row(**common, **none, verdict=Verdict.VALID)
+        return Row(**common, **none, verdict=Verdict.INVALID, invalid_runs=bad)
     if len(base) == 0 or len(exp) == 0:
-        return Row(**common, **none, verdict="-", warnings=("no usable runs on one side",))
+        return Row(**common, **none, verdict=Verdict.NONE,
+                   warnings=(Diagnostic(Kind.NO_SAMPLES, "no usable runs on one side"),))
     bad = int(np.sum(~np.isfinite(base)) + np.sum(~np.isfinite(exp)))
     if bad:
-        return Row(**common, **none, verdict="-", warnings=(f"{bad} non-finite sample(s) (inf or nan): refused",))
+        return Row(**common, **none, verdict=Verdict.NONE, warnings=(
+            Diagnostic(Kind.NON_FINITE, f"{bad} non-finite sample(s) (inf or nan): refused", {"samples": bad}),))
     name = method_override or (decl.method if decl and decl.method else None) or \
         ("exact" if meta.exact else spec.method)
     name, chosen = method_for(name, base, exp)
     est = get_method(name).compare(base, exp, confidence)
     cv_b, cv_e = relative_cv(base), relative_cv(exp)
     noise = max([c for c in (cv_b, cv_e) if c is not None], default=None)
-    warnings = list(chosen) + list(est.warnings) + list(basis_note(est, base, exp))
+    warnings = (diagnostics(Kind.METHOD_FALLBACK, *chosen) + diagnostics(Kind.METHOD, *est.warnings)
+                + diagnostics(Kind.BASIS, *basis_note(est, base, exp)))
     if name != "exact":
-        warnings += [w for w in (too_few_runs(len(base), len(exp), alpha),
-                                 drift(base, np.array(base_order), spec.baseline),
-                                 drift(exp, np.array(exp_order), variant),
-                                 bimodal(base, spec.baseline), bimodal(exp, variant),
-                                 no_spread(base, exp, metric) if meta.origin == "parser" else None) if w]
+        warnings += (diagnostics(Kind.TOO_FEW_RUNS, too_few_runs(len(base), len(exp), alpha))
+                     + _drift(base, base_order, spec.baseline) + _drift(exp, exp_order, variant)
+                     + diagnostics(Kind.BIMODAL, bimodal(base, spec.baseline), bimodal(exp, variant))
+                     + diagnostics(Kind.NO_SPREAD, no_spread(base, exp, metric) if meta.origin == "parser" else None))
     if name in ("nonparametric", "normal"):
         est = grid_pair(est, base, exp)
         est, serial = serial_widening(est, get_method(name), base, exp, confidence)
-        warnings += serial
+        warnings += diagnostics(Kind.SERIAL, *serial)
     mde = min_detectable_effect(len(base), len(exp), noise, alpha, margin=margin) if name != "exact" else None
-    return Row(**common, estimate=est, q=None, verdict="", cv_base=cv_b, cv_exp=cv_e, mde=mde,
-               warnings=tuple(warnings))
+    return Row(**common, estimate=est, q=None, verdict=Verdict.PENDING, cv_base=cv_b, cv_exp=cv_e, mde=mde,
+               warnings=warnings)
+
+
+def _drift(values: np.ndarray, order: tuple[int, ...], side: str) -> tuple[Diagnostic, ...]:
+    """``checks.drift`` of one side, naming the side in its data (the HTML marks that side's run-order plot)."""
+    text = drift(values, np.array(order), side)
+    return (Diagnostic(Kind.DRIFT, text, {"side": side}),) if text else ()
 
 
 def _summaries(spec: Experiment, idx: _Index, workload: str, point: Params, metric: str,
@@ -287,8 +298,9 @@ def _sequential_verdicts(rows: list[Row], spec: Experiment, alpha: float, confid
         if d is None:
             out.append(r)
             continue
-        verdict_ = d.state if d.state in ("**", "flat") else "ns"
-        warnings = r.warnings + d.warnings + (() if d.state in ("**", "flat") else (d.reason,))
+        decided = d.state in (Verdict.CHANGE, Verdict.FLAT)
+        verdict_ = Verdict(d.state) if decided else Verdict.NS
+        warnings = r.warnings + diagnostics(Kind.SEQUENTIAL, *d.warnings, *(() if decided else (d.reason,)))
         out.append(replace(r, estimate=d.estimate or r.estimate, q=d.q, verdict=verdict_,
                            mde=d.mde if d.mde is not None else r.mde, warnings=warnings))
     return out, decision
@@ -322,15 +334,15 @@ def _verdicts(rows: list[Row], alpha: float, fdr: str) -> list[Row]:
     return out
 
 
-def _resolution_warning(est: Estimate, margin: float, verdict_: str) -> tuple[str, ...]:
+def _resolution_warning(est: Estimate, margin: float, verdict_: Verdict) -> tuple[Diagnostic, ...]:
     """Why a row on coarse data is ``ns``, when its grid is what stops a verdict."""
-    if verdict_ != "ns" or est.basis == ABSOLUTE or est.resolution <= margin:
+    if verdict_ != Verdict.NS or est.basis == ABSOLUTE or est.resolution <= margin:
         return ()
     text = (f"values sit on a grid of {_pct(est.resolution)} of the baseline (a coarse clock or whole counts), "
             f"coarser than the +-{_pct(margin)} margin: flat cannot be shown")
     if est.coarse:
         text += "; with less spread than one step, the interval covers any shift rounding could hide"
-    return (text,)
+    return (Diagnostic(Kind.RESOLUTION, text, {"resolution": est.resolution, "margin": margin}),)
 
 
 def _pct(x: float) -> str:
@@ -378,29 +390,36 @@ def _env_differences(sessions: list[Session], spec: Experiment) -> tuple[tuple[s
     return tuple(out)
 
 
-def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index) -> list[str]:
+def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index) -> list[Diagnostic]:
+    """What the reader should know about the sessions and sides before trusting any row."""
     warnings = []
     if spec.variants[0].external:
         for v in spec.variants:
             n = sum(1 for s in sessions if s.side == v.name)
             if n == 1:
-                warnings.append(f"one session (boot) of side {v.name!r}: sessions are a random effect and "
-                                "between-boot variation is not estimated; run each side in >= 2 sessions")
+                warnings.append(Diagnostic(Kind.ONE_SESSION, f"one session (boot) of side {v.name!r}: sessions are a "
+                                           "random effect and between-boot variation is not estimated; run each "
+                                           "side in >= 2 sessions", {"side": v.name}))
     for s in sessions:  # interrupted, aborted, or its runner still running (or killed)
         if s.status != "finished":
-            warnings.append(f"session {s.id} is not finished (status {s.status}): this report counts only the "
-                            "runs stored so far; continue it with `perfab run SPEC --resume`")
-    workloads = {json.dumps(_workload_tables(s.spec_text), sort_keys=True) for s in sessions}
+            warnings.append(Diagnostic(Kind.UNFINISHED, f"session {s.id} is not finished (status {s.status}): this "
+                                       "report counts only the runs stored so far; continue it with "
+                                       "`perfab run SPEC --resume`", {"session": s.id, "status": s.status}))
+    workloads = {json.dumps(definitions(s), sort_keys=True) for s in sessions}
     if len(workloads) > 1:
-        warnings.append("the workloads changed between sessions: runs of different commands are pooled")
-        warnings += _parser_changes(sessions)
-    warnings += pooled_warnings(sessions, spec)
+        warnings += diagnostics(Kind.WORKLOADS_CHANGED,
+                                "the workloads changed between sessions: runs of different commands are pooled")
+        warnings += diagnostics(Kind.PARSER_CHANGED, *_parser_changes(sessions))
+    warnings += diagnostics(Kind.POOLED, *pooled_warnings(sessions, spec))
     if spec.order == "sequential":
-        warnings.append("sequential order: slow drift of the machine is confounded with the change")
+        warnings += diagnostics(Kind.SEQUENTIAL_ORDER,
+                                "sequential order: slow drift of the machine is confounded with the change")
     for w in spec.workloads:
         info = idx.workload_info(w, ())
         for variant, reasons in info.failed.items():
-            warnings.append(f"{info.name}: {len(reasons)} failed run(s) on {variant} (first: {reasons[0]})")
+            warnings.append(Diagnostic(Kind.FAILED_RUNS, f"{info.name}: {len(reasons)} failed run(s) on {variant} "
+                                       f"(first: {reasons[0]})",
+                                       {"workload": info.name, "side": variant, "runs": len(reasons)}))
     return warnings
 
 
@@ -408,18 +427,9 @@ def _parser_changes(sessions: list[Session]) -> list[str]:
     """One warning per workload whose parser (or its options) differs between sessions, naming each parser."""
     seen: dict[str, list[str]] = defaultdict(list)
     for s in sessions:
-        for w in _workload_tables(s.spec_text) or []:
-            if isinstance(w, dict) and "name" in w:
-                parser = f"{w.get('parser', 'none')} {json.dumps(w.get('parser_options', {}), sort_keys=True)}"
-                if parser not in seen[str(w["name"])]:
-                    seen[str(w["name"])].append(parser)
+        for name, workload in (definitions(s) or {}).items():
+            if workload["parser"] not in seen[name]:
+                seen[name].append(workload["parser"])
     return [f"{name}: sessions read their outputs with different parsers ({'; then '.join(p)}): runs that one "
             "parser could not read are missing from the pool, which may be a biased subset; run the fixed spec "
             "into a fresh --db" for name, p in seen.items() if len(p) > 1]
-
-
-def _workload_tables(text: str):
-    try:
-        return tomllib.loads(text).get("workload")
-    except tomllib.TOMLDecodeError:
-        return None

@@ -22,9 +22,7 @@ cause.
 
 from __future__ import annotations
 
-import json
 import math
-import tomllib
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +35,7 @@ from perfab.analyse.compare import judged
 from perfab.analyse.summary import median_interval
 from perfab.errors import PerfabError, UsageError
 from perfab.spec import Experiment, parse_spec
+from perfab.spec.stored import definitions
 from perfab.store import Dataset, Params, Session, Store
 
 
@@ -264,17 +263,8 @@ def _machine(data: Dataset, points: list[Point], index: int) -> tuple[tuple[str,
 
 def _definitions(a: Session, b: Session, workload: str) -> tuple[str, ...]:
     out = []
-    if _workload_table(a.spec_text, workload) != _workload_table(b.spec_text, workload):
+    if (definitions(a) or {}).get(workload) != (definitions(b) or {}).get(workload):
         out.append(f"the definition of workload {workload!r} changed between sessions {a.id} and {b.id}")
     if a.backend != b.backend:
         out.append(f"measured by {a.backend} in session {a.id} but {b.backend} in session {b.id}")
     return tuple(out)
-
-
-def _workload_table(text: str, workload: str) -> str | None:
-    try:
-        tables = tomllib.loads(text).get("workload", [])
-    except tomllib.TOMLDecodeError:
-        return None
-    found = [t for t in tables if isinstance(t, dict) and t.get("name") == workload]
-    return json.dumps(found, sort_keys=True) if found else None

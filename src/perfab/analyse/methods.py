@@ -106,6 +106,11 @@ class AssumeNothing:
 
     name = "nonparametric"
 
+    def describe(self, confidence: float, sequential=None) -> str:
+        """The method as a report's legend names it."""
+        return (f"Mann-Whitney U; Delta = Hodges-Lehmann ratio, {_level(confidence)} intervals "
+                "(not the ratio of the medians shown)")
+
     def compare(self, base: np.ndarray, exp: np.ndarray, confidence: float) -> Estimate:
         n, m = len(base), len(exp)
         step = resolution(base, exp)
@@ -214,6 +219,10 @@ class AssumeExact:
 
     name = "exact"
 
+    def describe(self, confidence: float, sequential=None) -> str:
+        """The method as a report's legend names it (no interval level: the counts do not vary)."""
+        return "exact counts (deterministic; only the margin decides flat)"
+
     def compare(self, base: np.ndarray, exp: np.ndarray, confidence: float) -> Estimate:
         mb, me = float(np.median(base)), float(np.median(exp))
         warnings: list[str] = []
@@ -261,6 +270,10 @@ class AssumeNormal:
     """
 
     name = "normal"
+
+    def describe(self, confidence: float, sequential=None) -> str:
+        """The method as a report's legend names it."""
+        return f"Welch t, {_level(confidence)} intervals"
 
     def compare(self, base: np.ndarray, exp: np.ndarray, confidence: float) -> Estimate:
         n, m = len(base), len(exp)
@@ -318,6 +331,14 @@ class AssumeSequential:
 
     name = "sequential"
 
+    def describe(self, confidence: float, sequential=None) -> str:
+        """The method as a report's legend names it; ``sequential`` is the spec's ``runs = "auto"`` settings."""
+        if sequential is None:
+            return self.name
+        return (f"group-sequential rank test, {sequential.spending} error spending over looks after every block "
+                f"({sequential.min_runs}..{sequential.max_runs} runs per side); Delta = Hodges-Lehmann ratio, "
+                f"{_level(confidence)} repeated intervals valid under monitoring")
+
     def __init__(self, design=None):
         self.design = design  # perfab.analyse.sequential.Design; None: the samples at hand are the whole plan
 
@@ -333,6 +354,13 @@ _BY_NAME = {m.name: m for m in (AssumeNothing(), AssumeExact(), AssumeNormal(), 
 def get_method(name: str):
     """The method a spec names (``perfab.spec.schema.METHODS``), or ``sequential`` for ``runs = "auto"``."""
     return _BY_NAME[name]
+
+
+def _level(confidence: float) -> str:
+    """A confidence level as the report prints it (``95%``, ``99.5%``)."""
+    from perfab.report.numbers import fmt_pct  # the report's one percentage format
+
+    return fmt_pct(confidence, digits=3)
 
 
 def _estimate(name, base, exp, delta, lo, hi, p, warnings, basis, shift, rel_step) -> Estimate:

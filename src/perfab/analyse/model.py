@@ -1,15 +1,18 @@
 """The analysis as data: rows (one metric, one side against the baseline), workload facts, the whole.
 
-Renderers read these and nothing else; ``perfab.analyse.compare`` makes them.
+``perfab.analyse.compare`` makes them; ``perfab.report.document`` builds the
+report document every format renders from them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from perfab.analyse.diagnostics import Diagnostic
 from perfab.analyse.methods import Estimate
 from perfab.analyse.summary import Summary
 from perfab.metrics import Metric
+from perfab.analyse.verdicts import Verdict
 from perfab.spec import Experiment
 from perfab.store import Params
 
@@ -28,7 +31,7 @@ class Row:
     margin: float  # equivalence margin, as a fraction
     estimate: Estimate | None  # None for check rows and rows without samples
     q: float | None  # p-value adjusted across the report's rows
-    verdict: str  # ** | flat | ns | valid | INVALID | -
+    verdict: Verdict  # ** | flat | ns | valid | INVALID | -
     n_base: int  # baseline runs used
     n_exp: int  # experiment runs used
     cv_base: float | None  # robust per-run noise of the baseline, fraction
@@ -36,16 +39,17 @@ class Row:
     mde: float | None  # minimum detectable effect at this n and noise, fraction
     base_values: tuple[float, ...]  # the raw samples, in run order
     exp_values: tuple[float, ...]  # the raw samples, in run order
-    warnings: tuple[str, ...] = ()  # diagnostics for this row
+    warnings: tuple[Diagnostic, ...] = ()  # diagnostics for this row
     params: Params = ()  # the sweep point, () outside sweeps
     source: str = "backend"  # where the metric came from: rusage | backend | parser | service | machine
     base_order: tuple[int, ...] = ()  # position in time of each baseline sample (session, plan position)
     exp_order: tuple[int, ...] = ()  # same for the experiment side
+    invalid_runs: int = 0  # a check row: runs that missed the expected value
 
     @property
     def regressed(self) -> bool:
         """A real change in the bad direction."""
-        if self.verdict != "**" or self.higher_is_better is None or self.estimate is None:
+        if self.verdict != Verdict.CHANGE or self.higher_is_better is None or self.estimate is None:
             return False
         change = self.estimate.delta if self.estimate.delta is not None else self.estimate.shift
         return change is not None and (change < 0) == self.higher_is_better
@@ -58,7 +62,7 @@ class WorkloadInfo:
     name: str  # workload name
     command: str  # the command line as written in the spec
     failed: dict[str, list[str]]  # variant -> reasons of failed measured runs
-    excluded: dict[str, int]  # "metric: reason" -> number of runs excluded
+    excluded: dict[tuple[str, str], int]  # (metric, reason) -> number of runs excluded
     hidden: tuple[str, ...] = ()  # parser metrics without a direction, left out of the table
     simulated: tuple[str, ...] = ()  # the workload's own time and rate figures, meaningless under valgrind
     params: tuple[str, ...] = ()  # names of the sweep parameters, () outside sweeps
@@ -83,7 +87,7 @@ class Analysis:
     environment: dict[str, str]  # the baseline's environment snapshot
     env_differences: tuple[tuple[str, str, str, str], ...]  # (variant, key, baseline value, variant value)
     sessions: int  # sessions stored
-    warnings: tuple[str, ...] = ()  # experiment-level warnings
+    warnings: tuple[Diagnostic, ...] = ()  # experiment-level diagnostics
     notes: tuple[str, ...] = ()  # backend notes (e.g. what a simulated cache cannot tell)
     spec: Experiment | None = None  # the newest session's spec
     profiles: dict = field(default_factory=dict)  # (workload, variant) -> perfab.profile.ProfileRows
@@ -98,4 +102,4 @@ def compared(a: Analysis, workload: str) -> bool:
     """Whether ``workload`` has anything to show: a row with a verdict, or (one side) a point's values."""
     if not a.variants:
         return any(s.workload == workload for s in a.summaries)
-    return any(r.workload == workload and r.verdict != "-" for r in a.rows)
+    return any(r.workload == workload and r.verdict != Verdict.NONE for r in a.rows)

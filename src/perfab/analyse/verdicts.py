@@ -12,13 +12,16 @@
 - ``verdict``: the three-way verdict from one test-interval pair (see the
   ``compare`` module docstring): for the tests, ``**`` needs the adjusted
   p-value at most alpha and the interval beyond the margin; the exact
-  method has no p-value and its interval alone decides.
+  method has no p-value and its interval alone decides;
+- ``Verdict``: the marks a row can carry, one enum for the analysis and
+  every report format.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
+from enum import StrEnum
 
 import numpy as np
 from scipy import special
@@ -26,6 +29,18 @@ from scipy import special
 from perfab.analyse.checks import lag1_autocorrelation
 from perfab.analyse.methods import ABSOLUTE, EXACT_TOLERANCE, SHIFT_MEDIAN, Estimate, exact_spread
 from perfab.analyse.ranks import _u_cdf, resolution, under_one_step
+
+
+class Verdict(StrEnum):
+    """A row's verdict; its value is the mark the reports print (a ``str``, so JSON and CSV carry it as is)."""
+
+    CHANGE = "**"  # a change beyond per-run noise and the margin (adjusted p at most alpha)
+    FLAT = "flat"  # shown to be no change: the interval lies inside +-margin
+    NS = "ns"  # inconclusive at this n and noise
+    VALID = "valid"  # a check metric: every run met the expected value
+    INVALID = "INVALID"  # a check metric: some runs missed the expected value (``Row.invalid_runs``)
+    NONE = "-"  # not compared: no usable samples on a side, or samples refused
+    PENDING = ""  # estimated, before the adjustment across rows gives the verdict
 
 
 def method_for(name: str, base: np.ndarray, exp: np.ndarray) -> tuple[str, tuple[str, ...]]:
@@ -200,25 +215,25 @@ def basis_note(est: Estimate, base: np.ndarray, exp: np.ndarray) -> tuple[str, .
 
 
 
-def verdict(est: Estimate, margin: float, q: float | None, alpha: float) -> str:
+def verdict(est: Estimate, margin: float, q: float | None, alpha: float) -> Verdict:
     """``**``, ``flat`` or ``ns`` for one estimate (see the module docstring)."""
     if est.method == "exact":
         return _exact_verdict(est, margin)
     if est.basis == ABSOLUTE:
         lo, hi = est.shift_lo, est.shift_hi
         if lo is None or hi is None or q is None:
-            return "ns"
-        return "**" if q <= alpha and (lo > 0 or hi < 0) else "ns"
+            return Verdict.NS
+        return Verdict.CHANGE if q <= alpha and (lo > 0 or hi < 0) else Verdict.NS
     if est.delta is None or est.lo is None or est.hi is None or not math.isfinite(est.delta):
-        return "ns"
+        return Verdict.NS
     if _inside(est, margin) and est.resolution <= margin:
-        return "flat"
+        return Verdict.FLAT
     if q is not None and q <= alpha and (est.lo > margin or est.hi < -margin):
-        return "**"
-    return "ns"
+        return Verdict.CHANGE
+    return Verdict.NS
 
 
-def _exact_verdict(est: Estimate, margin: float) -> str:
+def _exact_verdict(est: Estimate, margin: float) -> Verdict:
     """The exact method's verdict: its interval (all pairwise ratios, or differences) against the margin.
 
     ``**`` when the whole interval lies beyond the margin, and, when values
@@ -231,14 +246,14 @@ def _exact_verdict(est: Estimate, margin: float) -> str:
     if est.basis == ABSOLUTE:
         lo, hi = est.shift_lo, est.shift_hi
         if lo is None or hi is None:
-            return "ns"
-        return "**" if lo > 0 or hi < 0 else ("flat" if lo == hi == 0 else "ns")
+            return Verdict.NS
+        return Verdict.CHANGE if lo > 0 or hi < 0 else (Verdict.FLAT if lo == hi == 0 else Verdict.NS)
     if est.delta is None or est.lo is None or est.hi is None or not math.isfinite(est.delta):
-        return "ns"
+        return Verdict.NS
     bound = margin if est.lo == est.hi else max(margin, EXACT_TOLERANCE)
     if est.lo > bound or est.hi < -bound:
-        return "**"
-    return "flat" if _inside(est, margin) else "ns"
+        return Verdict.CHANGE
+    return Verdict.FLAT if _inside(est, margin) else Verdict.NS
 
 
 def _inside(est: Estimate, margin: float) -> bool:

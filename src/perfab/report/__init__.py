@@ -1,5 +1,9 @@
 """Stage 6: rendering an analysis as text, markdown, JSON, CSV or HTML.
 
+``perfab.report.document`` builds the report document from the analysis
+once; every format renders that document (``perfab.report.schema``
+documents the JSON's versioned format).
+
 ``render``, ``regressions`` and ``RENDERERS`` live in ``perfab.report.dispatch``
 and are imported on first use, so that importing a light submodule (the format
 names in ``perfab.report.kinds``, which the command line reads) does not import

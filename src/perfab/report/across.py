@@ -13,6 +13,7 @@ import io
 import json
 
 from perfab.analyse.compare import Analysis
+from perfab.report.document import mark
 from perfab.report.numbers import fmt_delta
 
 WIDTH = 80
@@ -57,7 +58,7 @@ def side_by_side(named: list[tuple[str, Analysis]]) -> str:
         for _, a in named:
             other = next(x for x in a.rows if (x.workload, x.params, x.metric, x.variant) ==
                          (r.workload, r.params, r.metric, r.variant))
-            cells.append(f"{fmt_delta(other)} {other.verdict}")
+            cells.append(f"{fmt_delta(other)} {mark(other)}")
         lines.append(f"{_label(r)[:label_w]:<{label_w}}" + "".join(f"  {c:>{col}}" for c in cells))
     if not ordered:
         lines.append("(no row is present in every database)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from perfab.analyse.compare import Analysis
 from perfab.errors import UsageError
+from perfab.report.document import Report, document
 from perfab.report.formats import render_csv, render_json, render_markdown
 from perfab.report.kinds import FORMATS
 from perfab.report.numbers import fmt_change
@@ -12,22 +13,25 @@ from perfab.report.text import render_text
 RENDERERS = {"text": render_text, "markdown": render_markdown, "json": render_json, "csv": render_csv}
 
 
-def _render_html(analysis: Analysis) -> str:
+def _render_html(doc: Report) -> str:
     from perfab.report.html import render_html  # imported on use: the text path stays light
 
-    return render_html(analysis)
+    return render_html(doc)
 
 
 RENDERERS["html"] = _render_html
 
 
 def render(analysis: Analysis, fmt: str = "text", absolute: bool = False) -> str:
-    """The report in format ``fmt``; ``absolute`` shows values, not % of the baseline, in 3+ side tables."""
+    """The report in format ``fmt``; ``absolute`` shows values, not % of the baseline, in 3+ side tables.
+
+    Every format renders the one report document (``perfab.report.document``) built here."""
     try:
         renderer = RENDERERS[fmt]
     except KeyError:
         raise UsageError(f"unknown report format {fmt!r}; use one of: {', '.join(FORMATS)}") from None
-    return render_text(analysis, absolute) if fmt == "text" else renderer(analysis)
+    doc = document(analysis)
+    return render_text(doc, absolute) if fmt == "text" else renderer(doc)
 
 
 def regressions(analysis: Analysis) -> list[str]:

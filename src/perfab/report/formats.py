@@ -1,13 +1,14 @@
-"""Machine-readable and markdown renderings of an analysis.
+"""Machine-readable and markdown renderings of the report document.
 
 JSON and CSV carry one unit per column: ``delta``, ``ci_lo`` and ``ci_hi``
 are fractions (0.01 = +1%, null where no ratio exists); ``shift``,
 ``shift_lo`` and ``shift_hi`` are in the metric's unit; ``basis`` says
 which of them the verdict used (``ratio``, ``shift/median`` or
 ``absolute``).  Sweep parameters are a ``params`` map in JSON and one
-column each in CSV.  Text from workloads and specs is escaped: markdown
-cells cannot break the table, CSV cells cannot become spreadsheet
-formulas.
+column each in CSV.  The JSON carries its ``format_version``; every field
+is documented in ``docs/report-json.md`` (``perfab.report.schema``).
+Text from workloads and specs is escaped: markdown cells cannot break the
+table, CSV cells cannot become spreadsheet formulas.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import json
 import math
 import re
 
-from perfab.analyse.compare import Analysis, Row
+from perfab.analyse.compare import Row
+from perfab.analyse.verdicts import Verdict
+from perfab.report.document import Report, mark
 from perfab.report.numbers import centers, fmt_delta, fmt_value, noise_range
 
 _MD_SPECIAL = re.compile(r"([\\`*_<>\[\]|#])")
@@ -38,7 +41,9 @@ def md_code(text: object) -> str:
     return f"{fence} {body} {fence}" if run else f"`{body}`"
 
 
-def render_markdown(a: Analysis) -> str:
+def render_markdown(doc: Report) -> str:
+    """The report as a markdown section: one table per workload, every side against the baseline."""
+    a = doc.analysis
     out = [f"## perfab: {md(a.experiment)}", ""]
     sides = [a.baseline, *a.variants]
     out.append(f"Baseline **{md(a.baseline)}**; experiment **{', '.join(md(v) for v in a.variants)}**; runs per side: "
@@ -48,7 +53,7 @@ def render_markdown(a: Analysis) -> str:
         out += [f"- {md_code(key)}: {md(base)} ({md(a.baseline)}) vs {md(other)} ({md(variant)})"
                 for variant, key, base, other in a.env_differences]
     for info in a.workloads:
-        rows = [r for r in a.rows if r.workload == info.name]
+        rows = [r for r in a.rows if r.workload == info.name]  # every row, those not compared too
         out += ["", f"### {md(info.name)}", "", md_code(info.command), ""]
         point = "| Point " if info.params else ""
         out += [f"| Metric {point}| Variant | Baseline | Experiment | Delta | Sig |",
@@ -56,15 +61,16 @@ def render_markdown(a: Analysis) -> str:
         for r in rows:
             base, exp = (fmt_value(r, c) for c in centers(r))
             cell = f"| {md(_point(r))} " if info.params else ""
-            out.append(f"| {md(r.label)} {cell}| {md(r.variant)} | {base} | {exp} | {fmt_delta(r)} | {md(r.verdict)} |")
-        out += ["", f"`**` = beyond per-run noise{noise_range(rows)}, ns = within noise, flat = within the margin."]
+            out.append(f"| {md(r.label)} {cell}| {md(r.variant)} | {base} | {exp} | {fmt_delta(r)} | {md(mark(r))} |")
+        out += ["", f"`{Verdict.CHANGE}` = beyond per-run noise{noise_range(rows)}, {Verdict.NS} = within noise, "
+                f"{Verdict.FLAT} = within the margin."]
         for r in rows:
-            out += [f"- {md(r.label)} \\[{md(r.variant)}\\]: {md(w)}" for w in r.warnings]
+            out += [f"- {md(r.label)} \\[{md(r.variant)}\\]: {md(d.text)}" for d in r.warnings]
         if info.hidden:
             out.append(f"- {len(info.hidden)} parser metric(s) without a declared direction not shown "
                        f"({md(', '.join(info.hidden))}); `--all` shows them")
     if a.warnings:
-        out += ["", "Warnings:", ""] + [f"- {md(w)}" for w in a.warnings]
+        out += ["", "Warnings:", ""] + [f"- {md(w.text)}" for w in a.warnings]
     return "\n".join(out) + "\n"
 
 
@@ -72,15 +78,19 @@ def _point(r: Row) -> str:
     return " ".join(f"{k}={v}" for k, v in r.params)
 
 
-def render_json(a: Analysis) -> str:
+def render_json(report: Report) -> str:
+    """The report as one JSON object, in format ``report.format_version`` (``docs/report-json.md``)."""
+    a = report.analysis
     doc = {
+        "format_version": report.format_version,
         "experiment": a.experiment, "baseline": a.baseline, "variants": list(a.variants),
         "alpha": a.alpha, "confidence": a.confidence, "fdr": a.fdr, "backend": a.backend,
         "groups": [list(g) for g in a.groups], "runs_per_side": a.runs_per_side, "order": a.order,
         "sessions": a.sessions, "environment": a.environment, "sources": a.sources,
         "env_differences": [dict(variant=v, key=k, baseline=b, other=o) for v, k, b, o in a.env_differences],
-        "warnings": list(a.warnings), "notes": list(a.notes),
-        "workloads": [dict(name=w.name, command=w.command, failed=w.failed, excluded=w.excluded,
+        "warnings": [w.text for w in a.warnings], "notes": list(a.notes),
+        "workloads": [dict(name=w.name, command=w.command, failed=w.failed,
+                           excluded={f"{metric}: {reason}": n for (metric, reason), n in w.excluded.items()},
                            hidden=list(w.hidden), params=list(w.params)) for w in a.workloads],
         "rows": [_row_dict(r) for r in a.rows],
         "summaries": [dict(workload=x.workload, params=dict(x.params), variant=x.variant, metric=x.metric, n=x.n,
@@ -96,7 +106,7 @@ def _row_dict(r: Row) -> dict:
     return {
         "workload": r.workload, "params": dict(r.params), "metric": r.metric, "label": r.label,
         "variant": r.variant, "source": r.source, "unit": r.unit, "higher_is_better": r.higher_is_better,
-        "primary": r.primary, "margin": r.margin, "verdict": r.verdict, "regressed": r.regressed,
+        "primary": r.primary, "margin": r.margin, "verdict": mark(r), "regressed": r.regressed,
         "method": e.method if e else None, "basis": e.basis if e else None,
         "median_base": _num(base_c), "median_exp": _num(exp_c),
         "mean_base": _num(e.mean_base) if e else None, "mean_exp": _num(e.mean_exp) if e else None,
@@ -105,7 +115,7 @@ def _row_dict(r: Row) -> dict:
         "shift_lo": _num(e.shift_lo) if e else None, "shift_hi": _num(e.shift_hi) if e else None,
         "resolution": _num(e.resolution) if e else None, "p": _num(e.p) if e else None, "q": _num(r.q),
         "n_base": r.n_base, "n_exp": r.n_exp, "cv_base": _num(r.cv_base), "cv_exp": _num(r.cv_exp),
-        "mde": _num(r.mde), "warnings": list(r.warnings),
+        "mde": _num(r.mde), "warnings": [d.text for d in r.warnings],
         "base_values": [_num(v) for v in r.base_values], "exp_values": [_num(v) for v in r.exp_values],
         "base_order": list(r.base_order), "exp_order": list(r.exp_order),
     }
@@ -128,7 +138,9 @@ CSV_FIELDS = ["workload", "metric", "label", "variant", "source", "unit", "highe
               "q", "n_base", "n_exp", "cv_base", "cv_exp", "mde", "resolution"]
 
 
-def render_csv(a: Analysis) -> str:
+def render_csv(doc: Report) -> str:
+    """One line per row, the JSON row's fields that are single values, sweep parameters one column each."""
+    a = doc.analysis
     buf = io.StringIO()
     params = list(dict.fromkeys(k for r in a.rows for k, _ in r.params))
     fields = CSV_FIELDS[:2] + params + CSV_FIELDS[2:]

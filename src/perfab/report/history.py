@@ -17,7 +17,7 @@ import time
 
 from perfab.analyse.history import Change, History, Point, Series
 from perfab.report.numbers import fmt_number, fmt_pct
-from perfab.report.text import WIDTH, _clip, _wrap
+from perfab.report.lines import WIDTH, clip as _clip, wrap as _wrap
 from perfab.terminal import visible
 
 _MACHINE_KEYS_SHOWN = 4  # settings listed under a change point; JSON has all

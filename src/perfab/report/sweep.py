@@ -15,6 +15,7 @@ import math
 from perfab.analyse.compare import Analysis, Row, WorkloadInfo
 from perfab.analyse.summary import Summary
 from perfab.metrics import Metric, resolve
+from perfab.report.document import mark
 from perfab.report.numbers import fmt_delta, fmt_value
 
 
@@ -49,7 +50,7 @@ def _compared(a: Analysis, variant: str, rows: list[Row], sums: list[Summary]) -
     cells = []
     for r in rows:
         base, exp = by_point.get((r.params, a.baseline)), by_point.get((r.params, variant))
-        cells.append((_point(r.params), _value(r, base), _value(r, exp), fmt_delta(r), r.verdict))
+        cells.append((_point(r.params), _value(r, base), _value(r, exp), fmt_delta(r), mark(r)))
     pw = max([len(c[0]) for c in cells] + [5])
     vw = max([len(c[1]) for c in cells] + [len(c[2]) for c in cells] + [len(a.baseline), len(variant), 10])
     header = f"{'Point':<{pw}}  {a.baseline[:vw]:>{vw}}  {variant[:vw]:>{vw}}  {'Delta':>8}  Sig"

@@ -18,7 +18,6 @@ rebuilt from the run's row, and under other backends it is left failed
 from __future__ import annotations
 
 import json
-import tomllib
 from dataclasses import dataclass
 
 from perfab.errors import PerfabError
@@ -26,10 +25,10 @@ from perfab.plan import PlannedRun
 from perfab.run.backends import declared
 from perfab.run.readings import parsed_metric
 from perfab.spec import Experiment
+from perfab.spec.stored import parser_only  # noqa: F401 (the runner asks here)
 from perfab.store import RunRecord
 from perfab.store.dataset import params_from_json
 
-PARSER_KEYS = ("parser", "parser_options")  # the workload keys a parser-only change may touch
 UNPARSED = "output not parsed"  # how a run that failed to parse begins its reason
 
 
@@ -40,21 +39,6 @@ class Reparsed:
     parsed: int  # runs whose output the new parser read
     unparsed: int  # runs it could not read either
     kept: int  # runs left as they were (not a parse failure, output cut, or counters not kept)
-
-
-def parser_only(old_text: str, new_text: str) -> bool:
-    """True when two spec texts differ, and only in their workloads' ``parser`` / ``parser_options``."""
-    try:
-        old, new = tomllib.loads(old_text), tomllib.loads(new_text)
-    except tomllib.TOMLDecodeError:
-        return False
-    return old != new and _without_parsers(old) == _without_parsers(new)
-
-
-def _without_parsers(doc: dict) -> dict:
-    workloads = [{k: v for k, v in w.items() if k not in PARSER_KEYS} if isinstance(w, dict) else w
-                 for w in doc.get("workload", [])]
-    return {**doc, "workload": workloads}
 
 
 def reparse_session(store, session: int, exp: Experiment, backend: str) -> Reparsed:

@@ -174,13 +174,13 @@ class Runner:
                 todo = first_blocks(todo, blocks_for(self.exp, self.exp.sequential.min_runs))
             session = self.store.start_session(self.exp.name, self.exp.source, self.exp.path, self.exp.spec_hash,
                                                side, self.backend.name, self.groups, self.environment, todo,
-                                               self._sources_json(sides))
+                                               self._sources_json(sides), self.exp.design)
         return self._execute(session, side, todo)
 
     def _reparse(self, session: int) -> None:
         """A parser-only change on resume: read the session's stored outputs again, then adopt the spec."""
         done = reparse_session(self.store, session, self.exp, self.backend.name)
-        self.store.replace_spec(session, self.exp.source, self.exp.spec_hash)
+        self.store.replace_spec(session, self.exp.source, self.exp.spec_hash, self.exp.design)
         self.say(f"the parser changed: {done.parsed} stored run(s) read again, {done.unparsed} still unreadable, "
                  f"{done.kept} kept as they were")
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import TextIO
+TYPE_CHECKING = False  # typing costs milliseconds of start-up; annotations are never evaluated
+if TYPE_CHECKING:
+    from typing import TextIO
 
 from perfab.errors import PerfabError
+from perfab.terminal import help_formatter
 
 DESCRIPTION = (
     "Symbol-level code-size diff of two ELF files. Prints bloat-o-meter's table, size(1)-like totals, "
@@ -25,7 +28,7 @@ class _UsageExit(Exception):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (prog "perfab size")."""
-    p = _Parser(prog="perfab size", description=DESCRIPTION)
+    p = _Parser(prog="perfab size", description=DESCRIPTION, formatter_class=help_formatter())
     only = p.add_mutually_exclusive_group()
     only.add_argument("-c", dest="mode", action="store_const", const="categories", help="three tables: functions, data, rodata")
     only.add_argument("-d", dest="mode", action="store_const", const="data+rodata", help="data and rodata symbols only")
@@ -60,35 +63,53 @@ def main(argv: list[str], stdout: TextIO, stderr: TextIO) -> int:
     if limit < 0:
         stderr.write("perfab size: --limit must be >= 0 (0 prints every row)\n")
         return 2
-    from perfab.size.diff import diff_files  # imported on use: --help and usage errors stay light
-    from perfab.size.report import render
-    from perfab.outputs import refuse_input, write_atomic
-
     try:
         if args.output is not None:
+            from perfab.outputs import refuse_input  # imported on use: tempfile is not free
+
             refuse_input(args.output, {args.old: "OLD file", args.new: "NEW file"})
-        diff = diff_files(args.old, args.new, compat=args.compat, mode=args.mode or "all", dwarf=not args.no_dwarf,
-                          allow_mismatch=args.allow_mismatch)
+        text, mismatch = _report(args, limit)
     except PerfabError as err:
         stderr.write(f"perfab size: {_one_line(str(err))}\n")
         return err.exit_code
-    if diff.mismatch:
-        stderr.write(f"perfab size: warning: {_one_line(diff.mismatch)}\n")
-    if args.format == "html":
-        from perfab.report.html.size import render_size_html
-
-        text = render_size_html(diff, limit)
-    else:
-        text = render(diff, args.format, limit)
+    if mismatch:
+        stderr.write(f"perfab size: warning: {_one_line(mismatch)}\n")
     if args.output is None:
         stdout.write(text)
         return 0
+    from perfab.outputs import write_atomic
+
     try:
         write_atomic(args.output, text)
     except PerfabError as err:
         stderr.write(f"perfab size: {_one_line(str(err))}\n")
         return err.exit_code
     return 0
+
+
+def _report(args, limit: int) -> tuple[str, str | None]:
+    """(the report's text, how the targets differ or None); raises PerfabError.
+
+    bloat-o-meter's own text (``--compat``, all rows) comes from the compiled
+    symbol reader when it can answer (``quick``), without loading numpy.
+    """
+    mode = args.mode or "all"
+    if args.compat and args.format == "text" and limit == 0:
+        from perfab.size.quick import compat_text
+
+        quick = compat_text(args.old, args.new, mode, args.allow_mismatch)
+        if quick is not None:
+            return quick
+    from perfab.size.diff import diff_files  # imported on use: --help and usage errors stay light
+    from perfab.size.report import render
+
+    diff = diff_files(args.old, args.new, compat=args.compat, mode=mode, dwarf=not args.no_dwarf,
+                      allow_mismatch=args.allow_mismatch)
+    if args.format == "html":
+        from perfab.report.html.size import render_size_html
+
+        return render_size_html(diff, limit), diff.mismatch
+    return render(diff, args.format, limit), diff.mismatch
 
 
 def _one_line(text: str) -> str:

@@ -18,35 +18,18 @@ assigns them, so ``--compat`` gives the same numbers without running nm:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-
 import numpy as np
 
 from perfab.size import elf as E
 from perfab.size import keys as K
+from perfab.size.bloat import (  # noqa: F401 (re-exported: the table and its text live there, free of numpy)
+    FORMATS, TITLES, SymbolTable, format_compat, header_line, row_line, total_line,
+)
 
 NUMBER_RE = re.compile(r"\.[0-9]+")
 SKIP_PREFIXES = ("__mod_", "__se_sys", "__se_compat_sys", "__addressable_")
 SKIP_NAMES = ("linux_banner", "vermagic")
-FORMATS = {"all": "tTdDbBrR", "text": "tT", "data": "dDbB", "rodata": "rR", "data+rodata": "dDbBrR"}
-TITLES = {"all": "Function", "text": "Function", "data": "Data", "rodata": "RO Data", "data+rodata": "Data"}
 _DEBUG_PREFIXES = (".debug", ".gnu.debuglto_.debug_", ".gnu.linkonce.wi.", ".zdebug", ".line", ".stab")
-
-
-@dataclass(frozen=True)
-class SymbolTable:
-    """One bloat-o-meter-style table: its counts, rows and totals."""
-
-    title: str  # first column header: "Function", "Data" or "RO Data"
-    add: int  # names only in the new file
-    remove: int  # names only in the old file
-    grow: int  # common names that grew
-    shrink: int  # common names that shrank
-    up_bytes: int  # bytes added by new and grown names
-    down_bytes: int  # bytes removed by removed and shrunk names (positive)
-    rows: tuple[tuple[str, int | None, int | None, int], ...]  # (name, old, new, delta), bloat-o-meter order
-    old_total_bytes: int  # sum of all kept sizes in the old file
-    new_total_bytes: int  # sum of all kept sizes in the new file
 
 
 def section_letters(sections: tuple[E.Section, ...]) -> list[str]:
@@ -187,35 +170,3 @@ def compat_results(old: E.ElfFile, new: E.ElfFile, mode: str = "all") -> list[Sy
             names[i] = NUMBER_RE.sub("", f.symbols.name(int(rep)))
         out.append(count_table(TITLES[m], o, n, names))
     return out
-
-
-def header_line(r: SymbolTable) -> str:
-    """``add/remove: a/r grow/shrink: g/s up/down: u/-d (net)``."""
-    return (
-        f"add/remove: {r.add}/{r.remove} grow/shrink: {r.grow}/{r.shrink} "
-        f"up/down: {r.up_bytes}/{-r.down_bytes} ({r.up_bytes - r.down_bytes})"
-    )
-
-
-def total_line(old_total: int, new_total: int) -> str:
-    """``Total: Before=..., After=..., chg +0.14%``."""
-    percent = (new_total - old_total) * 100.0 / old_total if old_total else 0.0
-    return f"Total: Before={old_total}, After={new_total}, chg {percent:+.2f}%"
-
-
-def row_line(name: str, old: int | None, new: int | None, delta: int) -> str:
-    """One bloat-o-meter row: name, old, new, signed delta."""
-    o = "-" if old is None else str(old)
-    n = "-" if new is None else str(new)
-    return f"{name:<40} {o:>7} {n:>7} {delta:+7d}"
-
-
-def format_compat(results: list[SymbolTable]) -> str:
-    """The text bloat-o-meter prints for these tables, byte for byte."""
-    lines = []
-    for r in results:
-        lines.append(header_line(r))
-        lines.append(f"{r.title:<40} {'old':>7} {'new':>7} {'delta':>7}")
-        lines.extend(row_line(*row) for row in r.rows)
-        lines.append(total_line(r.old_total_bytes, r.new_total_bytes))
-    return "\n".join(lines) + "\n"

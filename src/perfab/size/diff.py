@@ -231,7 +231,7 @@ def _family_rows(old: dict, new: dict, kind_of: dict, vo, vn, kinds) -> tuple[Fa
 
 
 def _family_row(fid, keys, old: dict, new: dict, kind_of: dict, vo, vn) -> FamilyRow:
-    members = sorted((FamilyMember(k[0], old.get(k), new.get(k)) for k in keys), key=lambda m: m.name)
+    members = sorted((FamilyMember(k[0], old.get(k), new.get(k)) for k in keys), key=_member_order)
     biggest = max(keys, key=lambda k: max(old.get(k, 0), new.get(k, 0)))
     in_old = [m.old_bytes for m in members if m.old_bytes is not None]
     in_new = [m.new_bytes for m in members if m.new_bytes is not None]
@@ -239,6 +239,12 @@ def _family_row(fid, keys, old: dict, new: dict, kind_of: dict, vo, vn) -> Famil
         fid[0], fid[1], kind_of[biggest], sum(in_old) if in_old else None, sum(in_new) if in_new else None,
         tuple(members), explain(fid[0], members, vo, vn),
     )
+
+
+def _member_order(m: FamilyMember) -> tuple:
+    """By name; two members of one name (statics of two files) by their sizes, so the order never
+    depends on set iteration (hash seeds): the one in the old file first."""
+    return (m.name, m.old_bytes is None, m.old_bytes or 0, m.new_bytes is None, m.new_bytes or 0)
 
 
 def _section_rows(uses_old, uses_new) -> tuple[SectionRow, ...]:
@@ -272,15 +278,17 @@ def _inline_indexes(fo: ElfFile, fn: ElfFile, dwarf: bool):
     except ImportError as err:
         return None, None, None, [f"inline causes unavailable: the DWARF reader could not be loaded ({err}); causes come from symbols alone"]
     warnings = [f"{f.path}: no debug info: inlined/uninlined causes unavailable; build with -g" for f in (fo, fn) if not f.has_debug_info]
+    refused = {f.path: bomb for f in (fo, fn) if f.has_debug_info and (bomb := inflation_refused(f)) is not None}
+    reads = _read_both(inline, [f.path for f in (fo, fn) if f.has_debug_info and f.path not in refused])
     indexes = []
     for f in (fo, fn):
         index = None
-        if f.has_debug_info and (bomb := inflation_refused(f)) is not None:
-            warnings.append(bomb)
+        if f.path in refused:
+            warnings.append(refused[f.path])
             indexes.append(None)
             continue
         try:
-            index = inline.read_inline_index(f.path) if f.has_debug_info else None
+            index = reads[f.path].result() if f.has_debug_info else None
         except ToolError as err:
             return None, None, None, [f"inline causes unavailable: {err}"]
         except UsageError as err:  # damaged DWARF: the symbol diff does not need it, so that side has none
@@ -292,6 +300,15 @@ def _inline_indexes(fo: ElfFile, fn: ElfFile, dwarf: bool):
     io, ino = indexes
     listing = inline.format_inline_changes(inline.compare_inlines(io, ino)) if io is not None and ino is not None else None
     return io, ino, listing, warnings
+
+
+def _read_both(inline, paths: list[str]) -> dict:
+    """Start reading each file's inline index at once: the compiled reader runs without the GIL, so one
+    file's DWARF walk overlaps the other's conversion to Python values.  Path -> future."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return {p: pool.submit(inline.read_inline_index, p) for p in dict.fromkeys(paths)}
 
 
 INFLATION_FACTOR = 100  # compressed DWARF inflates 3-10x in practice; zlib's worst case is about 1000x

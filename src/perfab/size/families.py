@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cache
 
 from perfab.size.symbols import Key
 
@@ -39,6 +40,7 @@ class FamilyMember:
         return (self.new_bytes or 0) - (self.old_bytes or 0)
 
 
+@cache  # called once per inline site: a vmlinux has ~600,000 of them over ~80,000 names
 def family_base(name: str) -> str:
     """``foo`` for ``foo``, ``foo.isra``, ``foo.part.cold``, ``__pfx_foo``; else the name itself."""
     stem = name

@@ -17,19 +17,22 @@ import sys
 from array import array
 from collections import defaultdict
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
+from typing import NamedTuple
 
 from perfab.errors import ToolError, UsageError
 
 TOP_CALLERS = 3  # callers kept per change, largest |delta| first
 
 
-@dataclass(frozen=True, slots=True)
-class InlineSite:
+class InlineSite(NamedTuple):
     """One inlined call: a ``DW_TAG_inlined_subroutine`` in a concrete function.
 
     A site whose body folded into the surrounding code entirely (only
     ``DW_AT_entry_pc``, no ranges: a typical ``IS_ERR``) has 0 bytes.
+    An immutable named tuple rather than a frozen dataclass: a vmlinux has
+    ~300,000 sites, and a frozen dataclass's ``__init__`` cost a second there.
     """
 
     callee: str  # inlined function's name (DW_AT_name through abstract origins)
@@ -137,35 +140,23 @@ def _column(data: dict, key: str, code: str = "I") -> list[int]:
 
 
 def _index_from_columns(data: dict) -> InlineIndex:
+    """Sites from the reader's columns, each field built as one list (a vmlinux has ~300,000 sites)."""
     strings: list[str] = data["strings"]
     func_name = [strings[i] for i in _column(data, "func_name")]
     func_symbol = [strings[i] for i in _column(data, "func_symbol")]
-    callee = _column(data, "site_callee")
-    linkage = _column(data, "site_linkage")
-    parents = _column(data, "site_parent", "i")
-    sites = tuple(
-        InlineSite(
-            strings[c],
-            func_name[f],
-            strings[callee[p]] if p >= 0 else None,
-            strings[fi],
-            line,
-            excl,
-            incl,
-            func_symbol[f],
-            strings[link],
-        )
-        for c, f, p, fi, line, excl, incl, link in zip(
-            callee,
-            _column(data, "site_func"),
-            parents,
-            _column(data, "site_file"),
-            _column(data, "site_line"),
-            _column(data, "site_exclusive"),
-            _column(data, "site_inclusive"),
-            linkage,
-        )
-    )
+    callee = [strings[i] for i in _column(data, "site_callee")]
+    funcs = _column(data, "site_func")
+    sites = tuple(map(tuple.__new__, repeat(InlineSite), zip(
+        callee,
+        [func_name[f] for f in funcs],
+        [callee[p] if p >= 0 else None for p in _column(data, "site_parent", "i")],
+        [strings[i] for i in _column(data, "site_file")],
+        _column(data, "site_line"),
+        _column(data, "site_exclusive"),
+        _column(data, "site_inclusive"),
+        [func_symbol[f] for f in funcs],
+        [strings[i] for i in _column(data, "site_linkage")],
+    )))
     return InlineIndex(
         sites=sites,
         covered_bytes=int(data["covered_bytes"]),

@@ -24,7 +24,9 @@ bloat-o-meter's output byte for byte, which scripts parse.
 from __future__ import annotations
 
 from perfab.errors import UsageError
-from perfab.size.elf import ElfFile
+TYPE_CHECKING = False  # annotations only: importing the reader would load numpy
+if TYPE_CHECKING:
+    from perfab.size.elf import ElfFile
 
 # e_machine values (System V ABI, "ELF Header"; Linux's include/uapi/linux/elf-em.h)
 MACHINES = {

@@ -7,6 +7,13 @@ each run is measured (``[measure]``).  Every key is checked against
 or a missing required key is a ``SpecError`` naming the file, the key and
 the fix.  See ``examples/default.toml`` for a complete spec and the README
 (generated from the schema) for every key.
+
+The modules: ``schema`` (every key: kind, typed default, meaning; each
+backend's own keys), ``kinds`` and ``checks`` (value checks), ``reader``
+(a loop over the schema), ``rules`` (checks across keys), ``writer`` (an
+experiment back as TOML: the source of ``Experiment.derive``) and
+``stored`` (what the analysis and an older store ask of stored spec text).
+The dataclasses below hold no defaults: the schema's apply.
 """
 
 from __future__ import annotations
@@ -18,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from perfab.errors import SpecError
-from perfab.spec.schema import FDR_METHODS, METHODS, ORDERS  # noqa: F401 (one source of truth)
 
 
 @dataclass(frozen=True)
@@ -26,14 +32,14 @@ class MetricSpec:
     """How one metric of a workload is labelled and judged."""
 
     name: str  # metric name as the parser or backend produces it
-    unit: str | None = None  # overrides the parser's unit
-    higher_is_better: bool | None = None  # None: keep the parser's / backend's direction
-    margin_pct: float | None = None  # equivalence margin for `flat`; None: the experiment default
-    primary: bool = False  # a `**` regression here fails `report --fail-on-regression`
-    check: float | None = None  # a check metric must equal this in every run (shown `valid`)
-    method: str | None = None  # statistical method override: nonparametric | exact | normal
-    label: str | None = None  # row label in the report
-    no_direction: bool = False  # direction = "none" was written: no side is better, whatever the parser says
+    unit: str | None  # overrides the parser's unit
+    higher_is_better: bool | None  # None: keep the parser's / backend's direction
+    margin_pct: float | None  # equivalence margin for `flat`; None: the experiment default
+    primary: bool  # a `**` regression here fails `report --fail-on-regression`
+    check: float | None  # a check metric must equal this in every run (shown `valid`)
+    method: str | None  # statistical method override: nonparametric | exact | normal
+    label: str | None  # row label in the report
+    no_direction: bool  # direction = "none" was written: no side is better, whatever the parser says
 
 
 @dataclass(frozen=True)
@@ -44,10 +50,10 @@ class Service:
     port: int | None  # wait until 127.0.0.1:port accepts connections
     ready_timeout_s: float  # give up waiting after this long
     cwd: str | None  # working directory for the server
-    log_dir: str = ".perfab/logs"  # where each start's output is kept
-    requests_metric: str | None = None  # client metric counting requests, for server CPU per request
-    counters: str | None = None  # perf backend: also count the server's "pids" or its "cpus"
-    cpus: str | None = None  # the CPU list counted with counters = "cpus"
+    log_dir: str  # where each start's output is kept
+    requests_metric: str | None  # client metric counting requests, for server CPU per request
+    counters: str | None  # perf backend: also count the server's "pids" or its "cpus"
+    cpus: str | None  # the CPU list counted with counters = "cpus"
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,7 @@ class Workload:
     teardown: tuple[str, ...]  # shell commands run once after, always
     service: Service | None  # a server the workload talks to
     metrics: tuple[MetricSpec, ...]  # declarations for the workload's metrics
-    params: tuple[tuple[str, tuple[str, ...]], ...] = ()  # sweep parameters and their values, in spec order
+    params: tuple[tuple[str, tuple[str, ...]], ...]  # sweep parameters and their values, in spec order
 
 
 @dataclass(frozen=True)
@@ -95,9 +101,9 @@ class Variant:
     external: bool  # the side cannot be switched within a session (e.g. a booted kernel)
     detect: str | None  # shell command whose output identifies the current external side
     detect_pattern: str | None  # regex matched against detect's output
-    git: str | None = None  # build this side from this commit of experiment.repo
-    build: tuple[str, ...] = ()  # build command of this side (argv; one string runs with /bin/sh -c)
-    kernel: Kernel | None = None  # the kernel this side boots for its runs; None: runs on this machine
+    git: str | None  # build this side from this commit of experiment.repo
+    build: tuple[str, ...]  # build command of this side (argv; one string runs with /bin/sh -c)
+    kernel: Kernel | None  # the kernel this side boots for its runs; None: runs on this machine
 
 
 @dataclass(frozen=True)
@@ -114,14 +120,15 @@ class Measure:
     profile: bool  # also sample every run with perf record and compare per-symbol self time
     profile_event: str | None  # event to sample; None: cycles with a PMU, cpu-clock without
     profile_freq: int  # samples per second
-    branch_sim: bool = False  # cachegrind: simulate branch predictors
-    interrupts: tuple[str, ...] = ()  # /proc/interrupts rows counted over each run (machine-wide)
-    vcpus: int = 1  # guest backend: virtual CPUs of each side's guest
-    memory_mb: int = 512  # guest backend: guest memory
-    accel: str = "auto"  # guest backend: auto (KVM when a probe boots, else TCG) | tcg | kvm
-    files: tuple[str, ...] = ()  # guest backend: host files copied into the guest at the same path
-    vmstat: tuple[str, ...] = ()  # guest backend: /proc/vmstat rows counted over each run, in the guest
-    cache_sim: bool = False  # guest backend: simulate L1i/L1d/LL in the TCG plugin
+    branch_sim: bool  # cachegrind: simulate branch predictors
+    interrupts: tuple[str, ...]  # /proc/interrupts rows counted over each run (machine-wide)
+    vcpus: int  # guest backend: virtual CPUs of each side's guest
+    memory_mb: int  # guest backend: guest memory
+    accel: str  # guest backend: auto (KVM when a probe boots, else TCG) | tcg | kvm
+    files: tuple[str, ...]  # guest backend: host files copied into the guest at the same path
+    vmstat: tuple[str, ...]  # guest backend: /proc/vmstat rows counted over each run, in the guest
+    cache_sim: bool  # guest backend: simulate L1i/L1d/LL in the TCG plugin
+    options: dict[str, Any]  # keys of a backend declared later (schema.declare_backend) that have no field here
 
 
 @dataclass(frozen=True)
@@ -157,10 +164,10 @@ class Experiment:
     measure: Measure  # how runs are measured
     source: str  # the spec's text, stored with every session
     path: str  # where the spec was read from
-    build: tuple[str, ...] = ()  # build command for every side without its own ({variant} placeholder)
-    repo: str | None = None  # the git repository variant.git refs name; None: the one holding the spec
-    build_timeout_s: float = 3600.0  # a build taking longer fails
-    sequential: Sequential | None = None  # runs = "auto": look after every block, stop when decided
+    build: tuple[str, ...]  # build command for every side without its own ({variant} placeholder)
+    repo: str | None  # the git repository variant.git refs name; None: the one holding the spec
+    build_timeout_s: float  # a build taking longer fails
+    sequential: Sequential | None  # runs = "auto": look after every block, stop when decided
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
@@ -173,6 +180,28 @@ class Experiment:
             if w.name == name:
                 return w
         raise SpecError(f"{self.path}: no workload named {name!r}; known: {', '.join(w.name for w in self.workloads)}")
+
+    @property
+    def design(self) -> dict[str, Any]:
+        """What a session stores of how it was planned, so resuming and comparing it need no spec text: runs per
+        side, warm-up, order, seed, the sequential design (None for a fixed number of runs), and each
+        workload's definition digest and parser."""
+        from perfab.spec.stored import workload_definitions
+
+        seq = self.sequential
+        return {"runs": self.runs, "warmup": self.warmup, "order": self.order, "seed": self.seed,
+                "sequential": None if seq is None else {"min_runs": seq.min_runs, "max_runs": seq.max_runs,
+                                                        "stop_on": seq.stop_on, "spending": seq.spending},
+                "workloads": workload_definitions(self)}
+
+    def derive(self, **changes: Any) -> "Experiment":
+        """This experiment with ``changes`` (its fields, e.g. ``name=``, ``variants=``, ``path=``), checked across
+        keys as a read spec is; its source is the spec written out, so a session stores what it ran.
+
+        A baseline that is not among new ``variants`` becomes the first of them."""
+        from perfab.spec.reader import derived
+
+        return derived(self, changes)
 
     @property
     def spec_hash(self) -> str:

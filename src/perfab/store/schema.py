@@ -20,6 +20,10 @@ Schema history:
      ``samples`` into ``profile_shares``.
   3  ``sessions.stop_reason``: why a sequential session (runs = "auto")
      stopped; an index of sessions by experiment.
+  4  ``sessions.design_json``: how the session was planned (runs, warm-up,
+     order, seed, the sequential design or null, each workload's definition
+     digest and parser), so resuming and comparing it read no spec text;
+     NULL for a session stored before (``perfab.spec.stored`` reads its text).
 """
 
 from __future__ import annotations
@@ -101,10 +105,15 @@ ALTER TABLE sessions ADD COLUMN stop_reason TEXT;
 CREATE INDEX sessions_by_experiment ON sessions(experiment_id);
 """
 
+_V4 = """
+ALTER TABLE sessions ADD COLUMN design_json TEXT;
+"""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
     (2, "attempts kept, sessions claimed, sweep points, sample sources, profile shares", _V2),
     (3, "why a sequential session stopped; sessions indexed by experiment", _V3),
+    (4, "each session's design (runs, order, sequential)", _V4),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 PERFAB_TABLES = frozenset({"migrations", "experiments", "sessions", "planned_runs", "runs", "samples"})

@@ -144,18 +144,18 @@ class Store:
 
     def start_session(self, name: str, spec_text: str, spec_path: str, spec_hash: str, side: str | None,
                       backend: str, groups: tuple[tuple[str, ...], ...], environment: dict[str, str],
-                      plan: list[PlannedRun], sources: dict | None = None) -> int:
-        """Store a new session, claimed by this process, and its whole plan before any run happens."""
+                      plan: list[PlannedRun], sources: dict | None = None, design: dict | None = None) -> int:
+        """Store a new session, claimed by this process, its design and its whole plan before any run happens."""
         with self.transaction():
             self.db.execute("INSERT OR IGNORE INTO experiments (name, created_at) VALUES (?, ?)", (name, time.time()))
             exp_id = self._experiment_id(name)
             cur = self.db.execute(
                 "INSERT INTO sessions (experiment_id, started_at, status, side, spec_path, spec_text, spec_hash, "
-                "backend, groups_json, environment_json, owner, host, sources_json) "
-                "VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "backend, groups_json, environment_json, owner, host, sources_json, design_json) "
+                "VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (exp_id, time.time(), side, spec_path, spec_text, spec_hash, backend, json.dumps(groups),
                  json.dumps(environment, sort_keys=True), self._me.to_json(), self.machine,
-                 json.dumps(sources or {}, sort_keys=True)))
+                 json.dumps(sources or {}, sort_keys=True), None if design is None else json.dumps(design)))
             session = cur.lastrowid
             self.db.executemany(
                 "INSERT INTO planned_runs (session_id, seq, workload, variant, grp, warmup, block, params_json) "
@@ -181,12 +181,13 @@ class Store:
                             "stop_reason = coalesce(?, stop_reason) WHERE id = ? AND (owner IS NULL OR owner = ?)",
                             (status, time.time(), stop_reason, session, self._me.to_json()))
 
-    def replace_spec(self, session: int, spec_text: str, spec_hash: str) -> None:
-        """Adopt a changed spec for a session whose stored outputs were read again under it (parser-only fix)."""
+    def replace_spec(self, session: int, spec_text: str, spec_hash: str, design: dict | None = None) -> None:
+        """Adopt a changed spec (and its design) for a session whose stored outputs were read again under it
+        (parser-only fix)."""
         with self.transaction():
             self._check_claim(session)
-            self.db.execute("UPDATE sessions SET spec_text = ?, spec_hash = ? WHERE id = ?",
-                            (spec_text, spec_hash, session))
+            self.db.execute("UPDATE sessions SET spec_text = ?, spec_hash = ?, design_json = ? WHERE id = ?",
+                            (spec_text, spec_hash, None if design is None else json.dumps(design), session))
 
     def add_environment(self, session: int, values: dict[str, str]) -> None:
         """Add measured facts to the session's environment snapshot (e.g. ``busy.*``), keeping the rest."""
@@ -282,11 +283,11 @@ class Store:
     def sessions(self, name: str) -> list[Session]:
         exp_id = self._experiment_id(name)
         rows = self.db.execute("SELECT id, started_at, status, side, spec_text, spec_path, backend, groups_json, "
-                               "environment_json, host, owner, sources_json, stop_reason FROM sessions "
-                               "WHERE experiment_id = ? ORDER BY id", (exp_id,))
+                               "environment_json, host, owner, sources_json, stop_reason, design_json "
+                               "FROM sessions WHERE experiment_id = ? ORDER BY id", (exp_id,))
         return [Session(r[0], name, r[1], r[2], r[3], r[4], r[5] or "", r[6],
                         tuple(tuple(g) for g in json.loads(r[7])), json.loads(r[8]), r[9], r[10],
-                        json.loads(r[11] or "{}"), r[12]) for r in rows]
+                        json.loads(r[11] or "{}"), r[12], json.loads(r[13]) if r[13] else None) for r in rows]
 
     def unfinished_session(self, name: str) -> Session | None:
         """The newest session of ``name`` run on this store's machine whose plan is not complete.
@@ -299,7 +300,7 @@ class Store:
             return None
         for s in reversed(sessions):
             if s.status != "finished" and s.host in (None, self.machine) and \
-                    (self.remaining(s.id) or _sequential(s.spec_text)):
+                    (self.remaining(s.id) or s.sequential):
                 return s
         return None
 
@@ -395,16 +396,6 @@ class Store:
 def _notes(text: str | None) -> tuple[str, ...]:
     """A run's notes stored as JSON (most runs share "[]": parsed once)."""
     return tuple(json.loads(text or "[]"))
-
-
-def _sequential(spec_text: str) -> bool:
-    """A sequential session may have run its whole stored plan without having decided: it is unfinished."""
-    import tomllib
-
-    try:
-        return tomllib.loads(spec_text).get("experiment", {}).get("runs") == "auto"
-    except tomllib.TOMLDecodeError:
-        return False
 
 
 def _migrate(db: sqlite3.Connection) -> None:

@@ -8,8 +8,8 @@ sorter).  One module per part:
 2. ``plots``      one metric: every run per side, the delta against the
                   margin, the run order;
 3. ``sweep``      a metric across sweep points, ``:u``/``:k`` pairs, profiles;
-4. ``table``      the verdict table and the text report's prose;
-5. ``experiment`` ``render_html(analysis)``: the whole report;
+4. ``table``      the verdict table and the report document's prose;
+5. ``experiment`` ``render_html(report)``: the whole report document;
 6. ``size``       ``render_size_html(size_diff)``: families and inline sites;
 7. ``page``       the document around a body: style sheet, security policy.
 """

@@ -16,6 +16,7 @@ from perfab.analyse.compare import Analysis, Row, WorkloadInfo
 from perfab.analyse.summary import Summary
 from perfab.metrics import resolve
 from perfab.profile import ProfileRows
+from perfab.report.document import Report, Section, mark
 from perfab.report.html import table
 from perfab.report.html.page import document
 from perfab.report.html.plots import delta_plot, order_plot, runs_plot
@@ -26,14 +27,15 @@ from perfab.report.numbers import centers, fmt_delta, fmt_value
 PROFILE_ROWS = 20  # symbols listed per profile, as in the text report
 
 
-def render_html(a: Analysis) -> str:
-    """The whole report as one self-contained HTML page."""
+def render_html(doc: Report) -> str:
+    """The whole report document as one self-contained HTML page."""
+    a = doc.analysis
     parts = [f"<h1>perfab: {esc(a.experiment)}</h1>", _lead(a), _nav(a), "<h2 id=\"setup\">Setup</h2>",
-             table.setup(a), table.env_differences(a)]
-    for wi, info in enumerate(a.workloads):
-        parts.append(_workload(a, wi, info))
+             table.setup(doc), table.env_differences(a)]
+    for wi, section in enumerate(doc.sections):
+        parts.append(_workload(a, wi, section))
     if a.warnings:
-        parts += ['<h2 id="warnings">Warnings</h2>', table.bullet_list(a.warnings)]
+        parts += ['<h2 id="warnings">Warnings</h2>', table.bullet_list(w.text for w in a.warnings)]
     if a.notes:
         parts += ['<h2 id="notes">Notes</h2>', table.bullet_list(a.notes, "notes")]
     parts.append("<footer>perfab report: static page, no scripts, nothing fetched.</footer>")
@@ -61,16 +63,16 @@ def _groups(rows: list[Row]) -> dict[tuple, list[Row]]:
     return out
 
 
-def _workload(a: Analysis, wi: int, info: WorkloadInfo) -> str:
-    rows = [r for r in a.rows if r.workload == info.name and r.verdict != "-"]
+def _workload(a: Analysis, wi: int, section: Section) -> str:
+    info, rows = section.info, list(section.rows)
     groups = _groups(rows)
     points = list(dict.fromkeys(p for p, _ in groups))
     metrics = list(dict.fromkeys(m for _, m in groups))
     anchors = {key: f"w{wi}-p{points.index(key[0])}-m{metrics.index(key[1])}" for key in groups}
     parts = [f'<section class="workload" id="w{wi}"><h2>{esc(info.name)}</h2>',
              f'<pre class="command">{esc(info.command)}</pre>',
-             table.verdict_table(a, rows, anchors, bool(info.params)), table.legend(a, rows),
-             table.problems(info, rows, a.rows)]
+             table.verdict_table(a, rows, anchors, bool(info.params)), table.legend(section),
+             table.problems(section)]
     if info.params:
         parts.append(_sweeps(a, info, groups))
     parts.append(_splits(a, groups, anchors))
@@ -85,8 +87,9 @@ def _metric(a: Analysis, key: tuple, rows: list[Row], anchor: str) -> str:
     plots = [runs_plot(rows, a.baseline), delta_plot(rows, a.confidence), order_plot(rows, a.baseline)]
     check = ""
     if all(r.estimate is None for r in rows):
-        check = f"<p class=\"muted\">Check metric, not compared: {', '.join(esc(r.verdict) for r in rows)}.</p>"
-    warnings = list(dict.fromkeys(f"{r.variant}: {w}" if len(rows) > 1 else w for r in rows for w in r.warnings))
+        check = f"<p class=\"muted\">Check metric, not compared: {', '.join(esc(mark(r)) for r in rows)}.</p>"
+    warnings = list(dict.fromkeys(f"{r.variant}: {d.text}" if len(rows) > 1 else d.text
+                                  for r in rows for d in r.warnings))
     return (f'<section class="metric" id="{anchor}"><h3>{title}</h3>{check}<div class="plots">{"".join(plots)}</div>'
             f"{table.bullet_list(warnings)}</section>")
 
@@ -148,7 +151,7 @@ def _split_table(a: Analysis, user: list[Row], kernel: list[Row], anchors: dict)
         for rows in (user, kernel):
             r = rows[0] if side_rows is None else rows[side_rows]
             value = centers(r)[0 if side_rows is None else 1]
-            change = "" if side_rows is None else f" ({fmt_delta(r)} {esc(r.verdict)})"
+            change = "" if side_rows is None else f" ({fmt_delta(r)} {esc(mark(r))})"
             link = f'<a href="#{anchors[(r.params, r.metric)]}">{fmt_value(r, value)}</a>'
             cells.append(f'<td class="num">{link}{change}</td>')
         body.append(f"<tr><td>{esc(name)}</td>{''.join(cells)}</tr>")

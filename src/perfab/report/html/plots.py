@@ -26,7 +26,10 @@ import statistics
 import numpy as np
 
 from perfab.analyse.compare import Row
+from perfab.analyse.diagnostics import Kind
 from perfab.analyse.methods import ABSOLUTE
+from perfab.analyse.verdicts import Verdict
+from perfab.report.document import mark
 from perfab.report.html.svg import (Scale, clip, domain, dots, figure, jitter, line, rect, side_class, text,
                                     x_axis, y_axis)
 from perfab.report.numbers import fmt_delta, fmt_pct, fmt_value, rel_ticks
@@ -35,7 +38,6 @@ WIDTH = 460  # pixels of every plot; the page scales them down on narrow screens
 LEFT = 110  # room for side names
 RIGHT = 90  # room for medians and verdicts
 ORDER_WIDTH = 2 * WIDTH + 18  # the run-order plot spans the runs and delta plots above it
-DRIFT = "drift across run order on "  # how perfab.analyse.checks.drift words its warning
 SESSION_STRIDE = 10_000_000  # perfab.store.RunInfo.order: session * stride + plan position
 DOTS_PER_SIDE = 1000  # runs drawn per side and plot at most; beyond, evenly spaced runs (the caption says so)
 
@@ -112,7 +114,7 @@ def delta_plot(rows: list[Row], confidence: float) -> str:
                     body.append(line(xs(end), mid - 6, xs(end), mid + 6, f"ci {side_class(i + 1)}"))
         if center is not None and math.isfinite(center):
             body.append(dots([(xs.clamp(center), mid)], f"big {side_class(i + 1)}"))
-        body.append(text(WIDTH - RIGHT + 6, mid + 4, f"{fmt_delta(r)} {r.verdict}", f"verdict {verdict_class(r)}"))
+        body.append(text(WIDTH - RIGHT + 6, mid + 4, f"{fmt_delta(r)} {mark(r)}", f"verdict {verdict_class(r)}"))
     what = "change in the metric's unit (baseline median 0)" if absolute else \
         f"delta, {fmt_pct(confidence, digits=3)} interval; band = +-margin"
     body.append(text(LEFT, 12, what, "caption"))
@@ -169,13 +171,8 @@ def order_plot(rows: list[Row], baseline: str) -> str:
 
 
 def drift_sides(rows: list[Row]) -> set[str]:
-    """Sides named in a drift warning of these rows."""
-    out = set()
-    for r in rows:
-        for w in r.warnings:
-            if w.startswith(DRIFT):
-                out.add(w[len(DRIFT):].split(" (Spearman")[0])
-    return out
+    """Sides named in a drift diagnostic of these rows."""
+    return {d.data["side"] for r in rows for d in r.warnings if d.kind == Kind.DRIFT}
 
 
 def _trend(xpos, vals, xs: Scale, ys: Scale, cls: str) -> str:
@@ -207,8 +204,8 @@ def _unit(r: Row) -> str:
 
 def verdict_class(r: Row) -> str:
     """The style of a verdict: better, worse, changed (no direction), flat or ns."""
-    if r.verdict == "**":
+    if r.verdict == Verdict.CHANGE:
         if r.regressed:
             return "worse"
         return "changed" if r.higher_is_better is None else "better"
-    return "flat" if r.verdict in ("flat", "valid") else ("worse" if r.verdict.startswith("INVALID") else "ns")
+    return "flat" if r.verdict in (Verdict.FLAT, Verdict.VALID) else ("worse" if r.verdict == Verdict.INVALID else "ns")

@@ -4,9 +4,9 @@ The table carries the numbers of the text report, formatted by
 ``perfab.report.numbers`` (medians, deltas) and computed as the text
 report computes them (the normalized table's percentages), plus the
 interval the verdict rests on; each metric's label links to its plots.
-The legend, the per-workload problems and SETUP are the text report's own
-lines (``perfab.report.text``), unwrapped from 80 columns, so both reports
-always say the same thing.
+The legend, the per-workload problems and SETUP come from the report
+document (``perfab.report.document``), as the text report's do, so both
+reports always say the same thing.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ import math
 
 from perfab.analyse.compare import Analysis, Row
 from perfab.analyse.methods import ABSOLUTE
-from perfab.report import text as plain
+from perfab.report.document import Report, Section, mark
 from perfab.report.html.plots import verdict_class
 from perfab.report.html.svg import esc
+from perfab.report.lines import wrap_all
 from perfab.report.numbers import centers, fmt_delta, fmt_pct, fmt_rel, fmt_value
 
 
@@ -54,7 +55,7 @@ def _two_side_row(r: Row, anchors: dict, sweep: bool) -> str:
     cls = ' class="primary"' if r.primary else ""
     return (f"<tr{cls}>{_label_cell(r, anchors, sweep)}<td class=\"num\">{base}</td><td class=\"num\">{exp}</td>"
             f"<td class=\"num\">{fmt_delta(r)}</td><td class=\"num\">{interval_text(r)}</td>"
-            f"<td class=\"sig {verdict_class(r)}\">{esc(r.verdict)}</td></tr>")
+            f"<td class=\"sig {verdict_class(r)}\">{esc(mark(r))}</td></tr>")
 
 
 def _normalized_row(a: Analysis, group: list[Row], anchors: dict, sweep: bool) -> str:
@@ -68,7 +69,7 @@ def _normalized_row(a: Analysis, group: list[Row], anchors: dict, sweep: bool) -
         r = per.get(v)
         pct = "-" if r is None or r.estimate is None else \
             fmt_delta(r) if r.estimate.delta is None else f"{100 * (1 + r.estimate.delta):.2f}%"
-        sig = f' <span class="sig {verdict_class(r)}">{esc(r.verdict)}</span>' if r else ""
+        sig = f' <span class="sig {verdict_class(r)}">{esc(mark(r))}</span>' if r else ""
         tip = f' title="{esc(interval_text(r))}"' if r else ""
         cells.append(f'<td class="num"{tip}>{pct}{sig}</td>')
     cls = ' class="primary"' if first.primary else ""
@@ -98,33 +99,19 @@ def _shift(r: Row, x: float) -> str:
     return text if text.startswith("-") else "+" + text
 
 
-def unwrap(lines: list[str]) -> list[str]:
-    """The text report's wrapped lines joined back into one string per item (continuations are indented)."""
-    items: list[str] = []
-    for line in lines:
-        if not line.strip():
-            continue
-        if line.startswith(" ") and items:
-            items[-1] += " " + line.strip()
-        else:
-            items.append(line)
-    return items
-
-
-def legend(a: Analysis, rows: list[Row]) -> str:
+def legend(section: Section) -> str:
     """Directions, the meaning of the verdicts, the tests and the detectable effect, as in the text report."""
-    return '<div class="legend">' + "".join(f"<p>{esc(p)}</p>" for p in unwrap(plain._legend(a, rows))) + "</div>"
+    return '<div class="legend">' + "".join(f"<p>{esc(p)}</p>" for p in section.legend) + "</div>"
 
 
-def problems(info, rows: list[Row], rows_all) -> str:
-    """Failed and excluded runs, rows not compared, hidden metrics and row warnings, as in the text report."""
-    items = unwrap(plain._problems(info, rows, rows_all))
-    return _list(items, "problems warnings")
+def problems(section: Section) -> str:
+    """Failed and excluded runs, rows not compared, hidden metrics and row diagnostics, as in the text report."""
+    return _list(list(section.problems), "problems warnings")
 
 
-def setup(a: Analysis) -> str:
-    """The SETUP block, line for line as the text report prints it."""
-    lines = plain._setup(a)[1:]  # the heading is the page's
+def setup(doc: Report) -> str:
+    """The SETUP block, line for line as the text report prints it (wrapped to 80 columns)."""
+    lines = wrap_all(doc.setup, "    ")
     return f'<pre class="setup">{esc(chr(10).join(line[2:] if line.startswith("  ") else line for line in lines))}</pre>'
 
 

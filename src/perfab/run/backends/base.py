@@ -21,8 +21,8 @@ the runs of each side over them (seed 000: 10 runs with ``:u``, 10 with
 
 Besides measuring, a backend class declares what the rest of perfab asks of
 it by name (``DECLARED``), so that nothing outside this package branches on
-a backend's name: the ``[measure]`` keys it reads (the spec reader refuses
-them under another backend), its rusage policy (``wraps_workload``,
+a backend's name: the ``[measure]`` keys it cannot do without (the keys it
+reads are in ``perfab.spec.schema.BACKEND_KEYS``), its rusage policy (``wraps_workload``,
 ``simulated``, ``slows_workload``, ``own_readings``), whether it counts a
 service and with what, whether its sides boot kernels, and how the report's
 SETUP describes it.  ``perfab.run.backends.BACKENDS`` lists the classes.
@@ -51,15 +51,6 @@ class Measurement:
 
 
 @dataclass(frozen=True)
-class Option:
-    """A ``[measure]`` key that one backend reads and the others refuse."""
-
-    key: str  # the key under [measure]
-    subject: str = "is"  # how a refusal begins after the dotted key: "is read by ..." / "counters are read by ..."
-    empty_ok: bool = False  # an empty list asks for nothing: any backend accepts it
-
-
-@dataclass(frozen=True)
 class Required:
     """A ``[measure]`` key a backend cannot do without (absent or empty is refused)."""
 
@@ -71,8 +62,6 @@ class Required:
 # What every backend class states (the registry's test checks each one states all of them):
 DECLARED = {
     "name": str,  # the spec's [measure] backend value, stored with each session
-    "options": tuple,  # Option: the [measure] keys only this backend reads
-    "options_when": dict,  # another backend's key this one reads too -> its own boolean key that turns it on
     "required": tuple,  # Required: keys it cannot do without
     "wraps_workload": bool,  # rusage policy: the executed command is the backend's tool, not the workload
     "simulated": bool,  # rusage policy: the workload runs in a simulator, no rusage figure is its own
@@ -129,14 +118,12 @@ class Backend(Protocol):
         ...
 
     @classmethod
-    def describe(cls, groups: tuple[tuple[str, ...], ...]) -> str:
-        """What the report's SETUP says is counted, given the session's stored counter groups."""
+    def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
+        """What a run of this backend counts, for a report's SETUP (``groups``: the stored counter groups)."""
         ...
 
-    @classmethod
-    def option_problem(cls, key: str, value: object) -> str | None:
-        """Why ``value`` cannot be this backend's ``[measure] key`` (None when it can, or is not its key)."""
-        ...
+
+RUSAGE_COUNTED = "wall/user/sys time, max RSS, context switches (wait4 rusage)"  # what the runner reads itself
 
 
 class Declares:
@@ -146,11 +133,6 @@ class Declares:
 
     def count_service(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
         """No counter: this backend counts no service."""
-        return None
-
-    @classmethod
-    def option_problem(cls, key: str, value: object) -> str | None:
-        """Any value of its keys that the spec's types allow."""
         return None
 
 
@@ -172,3 +154,8 @@ class SameForEverySide(Declares):
     def plan_lines(self, variants: tuple) -> list[str]:
         """Nothing besides the runs."""
         return []
+
+    @classmethod
+    def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
+        """The runner's own readings: rusage from ``wait4``."""
+        return RUSAGE_COUNTED

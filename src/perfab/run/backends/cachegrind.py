@@ -62,7 +62,7 @@ from pathlib import Path
 
 from perfab.errors import ToolError, UsageError
 from perfab.metrics import SIMULATED, Metric, resolve
-from perfab.run.backends.base import Measurement, Option, SameForEverySide
+from perfab.run.backends.base import Measurement, SameForEverySide
 from perfab.run.backends.cache_geometry import CacheLevel, host_geometry, parse_level, resolve_geometry
 from perfab.run.backends.cache_outfile import metrics_from_events, parse_out_file, sum_out_files
 
@@ -120,8 +120,6 @@ class CachegrindBackend(SameForEverySide):
     """Instruction and cache-miss counts from valgrind's cache simulator."""
 
     name = "cachegrind"
-    options = tuple(Option(k) for k in ("branch_sim", "callgrind_toggle", "l1i", "l1d", "ll"))
-    options_when: dict[str, str] = {}
     required = ()
     wraps_workload = True
     simulated = True  # valgrind's rusage is the simulator's, never the workload's
@@ -135,21 +133,12 @@ class CachegrindBackend(SameForEverySide):
         return cls(l1i=measure.l1i, l1d=measure.l1d, ll=measure.ll, callgrind_toggle=measure.callgrind_toggle,
                    branch_sim=measure.branch_sim)
 
-    @classmethod
-    def describe(cls, groups: tuple[tuple[str, ...], ...]) -> str:
-        """valgrind's simulator and its limit."""
-        return "valgrind cachegrind (simulated caches, user space only)"
+
 
     @classmethod
-    def option_problem(cls, key: str, value: object) -> str | None:
-        """A cache geometry that does not read as "size,assoc,line"."""
-        if key not in ("l1i", "l1d", "ll") or not isinstance(value, str):
-            return None
-        try:
-            parse_level(key, value)
-        except UsageError as e:
-            return str(e)
-        return None
+    def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
+        """Valgrind's simulated caches, user space only."""
+        return "valgrind cachegrind (simulated caches, user space only)"
 
     def __init__(
         self,

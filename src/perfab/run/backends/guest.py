@@ -26,7 +26,7 @@ from pathlib import Path
 
 from perfab.errors import UsageError
 from perfab.metrics import GUEST_CLOCKS, Metric, resolve
-from perfab.run.backends.base import Declares, Measurement, Option
+from perfab.run.backends.base import Declares, Measurement
 from perfab.run.backends.cache_geometry import parse_level
 from perfab.spec import Measure, Variant, Workload
 
@@ -46,8 +46,6 @@ class GuestBackend(Declares):
     """Boots the side's kernel for every run; see the module docstring."""
 
     name = "guest"
-    options = tuple(Option(k) for k in ("vcpus", "memory", "accel", "files", "vmstat", "cache_sim"))
-    options_when = {key: "cache_sim" for key in DEFAULT_GEOMETRY}  # the simulated caches' geometry
     required = ()
     wraps_workload = True  # the executed command is the launcher: wait4's rusage is QEMU's
     own_interrupts = True  # measure.interrupts are read inside the guest
@@ -62,9 +60,10 @@ class GuestBackend(Declares):
         """The guest's size, accelerator and readings from ``[measure]``."""
         return cls(measure)
 
+
     @classmethod
-    def describe(cls, groups: tuple[tuple[str, ...], ...]) -> str:
-        """The boot per run and what the TCG plugin counts."""
+    def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
+        """A booted kernel per run, counted by the TCG plugin over the whole guest."""
         return ("each run boots its side's kernel under QEMU; under TCG perfab's plugin counts the whole guest "
                 "over the workload (instructions and simulated caches, :u user, :k kernel), wall time is emulated")
 

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from perfab.errors import UsageError
 from perfab.metrics import Metric, resolve
-from perfab.run.backends.base import Measurement, Option, Required, SameForEverySide
+from perfab.run.backends.base import Measurement, Required, SameForEverySide
 from perfab.run.backends.perfderived import derived_names, derived_metrics
 from perfab.run.backends.perfparse import PerfRow, PerfStatParseError, parse_json
 from perfab.run.backends.perfsched import check_events, schedule_groups, split_modifiers
@@ -53,14 +53,17 @@ class PerfStatBackend(SameForEverySide):
     """Counts hardware and software events with ``perf stat``; see the module docstring."""
 
     name = "perf"
-    options = (Option("counters", subject="counters are", empty_ok=True),)
-    options_when: dict[str, str] = {}
     required = (Required("counters", "the perf backend needs events to count",
                          'add counters = ["task-clock", "context-switches"] or use backend = "time"'),)
     wraps_workload = True  # perf stat is what runs: wall time kept, user/sys as perf reports the workload's
     slows_workload = False
     own_readings = True  # the counts
     counts_service = "perf stat"  # a second perf stat on the service's pids or CPUs (perfservice)
+
+    @classmethod
+    def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
+        """``perf stat`` and the counter groups the runs carried."""
+        return f"perf stat, one group per run: {' | '.join(','.join(g) for g in groups)}"
 
     def __init__(self, counters: list[str], max_events_per_run: int | None = None, perf: str = "perf") -> None:
         if not counters:
@@ -78,10 +81,6 @@ class PerfStatBackend(SameForEverySide):
         """The counters of ``[measure]``, grouped within ``max_events_per_run``."""
         return cls(list(measure.counters), measure.max_events_per_run)
 
-    @classmethod
-    def describe(cls, groups: tuple[tuple[str, ...], ...]) -> str:
-        """perf stat and the counter groups the runs carried."""
-        return f"perf stat, one group per run: {' | '.join(','.join(g) for g in groups)}"
 
     def count_service(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
         """perf stat on the service's processes (or on ``cpus``), counting the run's group but perf's tool times."""

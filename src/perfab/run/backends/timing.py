@@ -12,8 +12,6 @@ class TimeBackend(SameForEverySide):
     """No wrapper: the runner's rusage (wall, user, sys, RSS, switches) is the measurement."""
 
     name = "time"
-    options = ()  # reads no key of its own
-    options_when: dict[str, str] = {}
     required = ()
     wraps_workload = False  # wait4 reports the workload itself
     slows_workload = False
@@ -25,10 +23,6 @@ class TimeBackend(SameForEverySide):
         """Nothing in ``[measure]`` configures it."""
         return cls()
 
-    @classmethod
-    def describe(cls, groups: tuple[tuple[str, ...], ...]) -> str:
-        """The rusage fields the runner reads."""
-        return "wall/user/sys time, max RSS, context switches (wait4 rusage)"
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         return ((),)

@@ -1,0 +1,192 @@
+"""The JSON report's format, as a JSON Schema (draft 2020-12), and its documentation.
+
+``perfab report --format json`` writes one object whose ``format_version``
+names the version of this schema (``perfab.report.document.FORMAT_VERSION``).
+``python -m perfab.report.schema`` prints ``docs/report-json.md`` (the
+version history and a table of every field), and with ``--json``
+``docs/report-json.schema.json`` (the schema itself); a test checks both
+files are current and that real reports validate against the schema.
+``HISTORY`` says what each version changed.
+"""
+
+from __future__ import annotations
+
+import json
+
+from perfab.report.document import FORMAT_VERSION
+
+HISTORY = ((1, "the first versioned format: the fields of the reports before it, and `format_version`"),)
+
+_NUM = {"anyOf": [{"type": ["number", "null"]}, {"enum": ["inf", "-inf"]}]}  # _num: null for nan, strings for inf
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+_PARAMS = {"type": "object", "additionalProperties": {"type": "string"}}
+_VERDICT = r"^(\*\*|flat|ns|valid|-|INVALID \(\d+ runs\))$"
+
+
+def _num(text: str) -> dict:
+    return {**_NUM, "description": text}
+
+
+def _obj(properties: dict, description: str, extra=False) -> dict:
+    """An object with exactly these properties, all present."""
+    return {"type": "object", "description": description, "properties": properties,
+            "required": list(properties), "additionalProperties": extra}
+
+
+def _typed(kind, text: str, **more) -> dict:
+    return {"type": kind, "description": text, **more}
+
+
+ROW = _obj({
+    "workload": _typed("string", "workload name"),
+    "params": {**_PARAMS, "description": "the sweep point: parameter -> value ({} outside sweeps)"},
+    "metric": _typed("string", "metric name as stored"),
+    "label": _typed("string", "the row's label"),
+    "variant": _typed("string", "the side compared with the baseline"),
+    "source": _typed("string", "where the metric came from: rusage, backend, parser, service or machine"),
+    "unit": _typed(["string", "null"], "unit of the values"),
+    "higher_is_better": _typed(["boolean", "null"], "direction; null: no good side"),
+    "primary": _typed("boolean", "the row gates --fail-on-regression"),
+    "margin": _typed("number", "equivalence margin, a fraction (0.005 = 0.5%)"),
+    "verdict": _typed("string", "`**` change beyond noise, `flat` no change, `ns` inconclusive, `valid` or "
+                      "`INVALID (N runs)` for check metrics, `-` not compared", pattern=_VERDICT),
+    "regressed": _typed("boolean", "`**` in the bad direction"),
+    "method": {"enum": ["nonparametric", "exact", "normal", "sequential", None],
+               "description": "the statistical method that judged the row; null for check rows and rows "
+                              "not compared"},
+    "basis": {"enum": ["ratio", "shift/median", "absolute", None],
+              "description": "what the verdict used: the ratio (delta), the shift over the baseline median, "
+                             "or the shift in the metric's unit"},
+    "median_base": _num("the baseline's median"),
+    "median_exp": _num("the side's median"),
+    "mean_base": _num("the baseline's mean"),
+    "mean_exp": _num("the side's mean"),
+    "delta": _num("the change, a fraction (0.01 = +1%); null where no ratio exists"),
+    "ci_lo": _num("lower end of the change's interval, a fraction"),
+    "ci_hi": _num("upper end of the change's interval, a fraction"),
+    "shift": _num("the change in the metric's unit"),
+    "shift_lo": _num("lower end of the shift's interval, in the metric's unit"),
+    "shift_hi": _num("upper end of the shift's interval, in the metric's unit"),
+    "resolution": _num("the data's grid step relative to the baseline (0: continuous)"),
+    "p": _num("the method's p-value"),
+    "q": _num("the p-value adjusted across the report's rows"),
+    "n_base": _typed("integer", "baseline runs used"),
+    "n_exp": _typed("integer", "side runs used"),
+    "cv_base": _num("robust per-run noise of the baseline, a fraction"),
+    "cv_exp": _num("robust per-run noise of the side, a fraction"),
+    "mde": _num("minimum detectable effect at this n and noise (80% power), a fraction"),
+    "warnings": {**_STRINGS, "description": "what the analysis noticed about this row's data"},
+    "base_values": {"type": "array", "items": _NUM, "description": "the baseline's samples, in run order"},
+    "exp_values": {"type": "array", "items": _NUM, "description": "the side's samples, in run order"},
+    "base_order": {"type": "array", "items": {"type": "integer"},
+                   "description": "each baseline sample's position in time (session * 10^7 + plan position)"},
+    "exp_order": {"type": "array", "items": {"type": "integer"}, "description": "the same for the side"},
+}, "one metric of one workload (at one sweep point), one side against the baseline")
+
+WORKLOAD = _obj({
+    "name": _typed("string", "workload name"),
+    "command": _typed("string", "the command line as the spec wrote it"),
+    "failed": {"type": "object", "additionalProperties": _STRINGS,
+               "description": "side -> the reasons of its failed measured runs"},
+    "excluded": {"type": "object", "additionalProperties": {"type": "integer"},
+                 "description": "\"metric: reason\" -> runs whose value of the metric was unusable"},
+    "hidden": {**_STRINGS, "description": "parser metrics without a direction, left out of the rows"},
+    "params": {**_STRINGS, "description": "names of the sweep parameters ([] outside sweeps)"},
+}, "what ran")
+
+SUMMARY = _obj({
+    "workload": _typed("string", "workload name"),
+    "params": {**_PARAMS, "description": "the sweep point"},
+    "variant": _typed("string", "side name"),
+    "metric": _typed("string", "metric name"),
+    "n": _typed("integer", "runs used"),
+    "median": _num("median of the runs"),
+    "lo": _num("lower end of the median's distribution-free interval (\"-inf\" when too few runs)"),
+    "hi": _num("upper end (\"inf\" when too few runs)"),
+    "per_thread": _num("median / thread count for rates in a thread sweep, else null"),
+}, "one side's median and interval at one point (sweeps and single-side experiments)")
+
+ENV_DIFFERENCE = _obj({
+    "variant": _typed("string", "the side whose environment differs"),
+    "key": _typed("string", "the setting"),
+    "baseline": _typed("string", "its value for the baseline"),
+    "other": _typed("string", "its value for the side"),
+}, "a setting that differs between the baseline's session and a side's")
+
+SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "perfab report",
+    **_obj({
+        "format_version": {"const": FORMAT_VERSION, "description": "version of this format (see the history)"},
+        "experiment": _typed("string", "experiment name"),
+        "baseline": _typed("string", "the baseline side"),
+        "variants": {**_STRINGS, "description": "the other sides, in spec order"},
+        "alpha": _typed("number", "significance level the adjusted p-values are held to"),
+        "confidence": _typed("number", "level of the intervals"),
+        "fdr": {"enum": ["bh", "holm"], "description": "adjustment across rows: Benjamini-Hochberg or Holm"},
+        "backend": _typed("string", "how the runs were measured"),
+        "groups": {"type": "array", "items": _STRINGS, "description": "counter groups, each carried by some runs"},
+        "runs_per_side": {"type": "object", "additionalProperties": {"type": "integer"},
+                          "description": "side -> measured runs (all workloads)"},
+        "order": _typed("string", "how runs were ordered"),
+        "sessions": _typed("integer", "sessions stored"),
+        "environment": {"type": "object", "additionalProperties": {"type": "string"},
+                        "description": "the baseline's environment snapshot: setting -> value"},
+        "sources": {"type": "object", "additionalProperties": {"type": "object"},
+                    "description": "side -> its source (ref, commit, subject) and build command, when built"},
+        "env_differences": {"type": "array", "items": ENV_DIFFERENCE,
+                            "description": "settings that differ between sides' sessions"},
+        "warnings": {**_STRINGS, "description": "experiment-level warnings"},
+        "notes": {**_STRINGS, "description": "backend notes (what a simulated cache cannot tell)"},
+        "workloads": {"type": "array", "items": WORKLOAD, "description": "per workload facts"},
+        "rows": {"type": "array", "items": ROW, "description": "every comparison"},
+        "summaries": {"type": "array", "items": SUMMARY, "description": "each side's median per point"},
+    }, "a report of one experiment"),
+}
+
+
+def markdown() -> str:
+    """``docs/report-json.md``: the version history and one table per object."""
+    out = ["# The JSON report", "",
+           "<!-- generated by python -m perfab.report.schema, do not edit -->", "",
+           "`perfab report --format json` writes one object. Its `format_version` says which version of the",
+           "format below it follows; the number goes up whenever a field is added, changes meaning or goes",
+           "away, and the history below says what changed. With several `--db`, the output is",
+           "`{\"databases\": [{\"database\": PATH, \"report\": REPORT}]}`, each report in this format.",
+           "Numbers are plain JSON numbers, null where not a number, and the strings `\"inf\"` and",
+           "`\"-inf\"` for unbounded interval ends.", "", "## Versions", ""]
+    out += [f"- {v}: {text}" for v, text in HISTORY]
+    for title, obj in (("The report", SCHEMA), ("`rows[]`", ROW), ("`workloads[]`", WORKLOAD),
+                       ("`summaries[]`", SUMMARY), ("`env_differences[]`", ENV_DIFFERENCE)):
+        out += ["", f"## {title}", "", obj["description"][0].upper() + obj["description"][1:] + ".", "",
+                "| field | type | meaning |", "|---|---|---|"]
+        out += [f"| `{name}` | {_type_name(field)} | {field.get('description', '')} |"
+                for name, field in obj["properties"].items()]
+    out += ["", "The same as a JSON Schema (draft 2020-12): [report-json.schema.json](report-json.schema.json)."]
+    return "\n".join(out) + "\n"
+
+
+def schema_json() -> str:
+    """``docs/report-json.schema.json``."""
+    return json.dumps(SCHEMA, indent=2) + "\n"
+
+
+def _type_name(field: dict) -> str:
+    """A field's type as the tables write it."""
+    if "const" in field:
+        return f"integer ({field['const']})"
+    if "enum" in field:
+        return " \\| ".join("null" if v is None else f"`{v}`" for v in field["enum"])
+    if "anyOf" in field:
+        return "number, null, `\"inf\"` or `\"-inf\"`"
+    kind = field["type"]
+    kinds = kind if isinstance(kind, list) else [kind]
+    if kind == "array":
+        return f"array of {_type_name(field['items'])}"
+    return " or ".join(kinds)
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(schema_json() if sys.argv[1:] == ["--json"] else markdown(), end="")

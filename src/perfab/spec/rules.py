@@ -1,0 +1,266 @@
+"""The spec's checks across keys: small named rules the reader runs around its loop over the schema.
+
+``BEFORE[table]`` rules see a table as written, before its keys are read;
+``AFTER[table]`` rules see it with its typed values; ``ACROSS`` rules see
+the whole experiment.  Each refuses in one line naming the key and the fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from perfab.errors import SpecError, UsageError
+from perfab.spec import Experiment, Variant
+from perfab.spec.checks import AUTO, PLACEHOLDER
+from perfab.spec.kinds import At
+from perfab.spec.schema import BACKEND_KEYS, MAX_PLAN, RUNS, default, key, owner
+
+_DESIGN = ("min_runs", "max_runs", "stop_on", "spending")  # the keys of a sequential design
+_LOOKING_ORDERS = ("interleaved", "alternate")  # orders that finish a block before the next one starts
+
+
+def no_nul(value: Any, at: At) -> None:
+    """Strings with NUL bytes cannot reach exec(2) or a shell: refused wherever they are."""
+    _no_nul(value, at.path, at.key)
+
+
+def _no_nul(value: Any, path: str, where: str) -> None:
+    """``no_nul`` below the dotted key ``where`` (an At is made only for a refusal)."""
+    if isinstance(value, str):
+        if "\0" in value:
+            raise At(path, where or "spec").fail("contains a NUL byte (\\u0000)",
+                                                 "remove it: commands cannot carry NUL")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if "\0" in k:
+                raise At(path, f"{where}.{k!r}" if where else repr(k)).fail("key contains a NUL byte", "rename it")
+            _no_nul(v, path, f"{where}.{k}" if where else k)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _no_nul(v, path, f"{where}[{i}]")
+
+
+# -- [experiment] ----------------------------------------------------------------
+
+
+def design_needs_auto(t: dict, at: At) -> None:
+    """``min_runs``, ``max_runs``, ``stop_on`` and ``spending`` mean nothing without ``runs = "auto"``."""
+    if "runs" in t:
+        RUNS.read(t["runs"], at.child("runs"))
+    if t.get("runs") != AUTO:
+        for name in _DESIGN:
+            if name in t:
+                raise at.child(name).fail('is read only with runs = "auto"',
+                                          'set runs = "auto" (a sequential experiment) or remove it')
+
+
+def sequential_design(t: dict, values: dict, at: At) -> None:
+    """A sequential experiment's bounds in order, and an order that looks after each block."""
+    if values["runs"] != AUTO:
+        return
+    if values["max_runs"] < values["min_runs"]:
+        raise at.child("max_runs").fail(f"{values['max_runs']} is below min_runs {values['min_runs']}",
+                                        "raise max_runs or lower min_runs")
+    if values["order"] not in _LOOKING_ORDERS:
+        raise at.child("order").fail('a sequential experiment (runs = "auto") looks after each block',
+                                     'use order = "interleaved" or "alternate"')
+
+
+def build_time(t: dict, values: dict, at: At) -> None:
+    """A build given no time cannot run."""
+    if values["build_timeout_s"] == 0:
+        seconds = default("experiment", "build_timeout")
+        raise at.child("build_timeout").fail("must be > 0, got 0",
+                                             f"give the seconds a build may take (default {seconds:g})")
+
+
+def baseline(name: str | None, variants: tuple[Variant, ...], at: At) -> str:
+    """The baseline side: the one named, or the first."""
+    if name is None:
+        return variants[0].name
+    if name not in {v.name for v in variants}:
+        raise at.child("experiment").child("baseline").fail(
+            f"no variant named {name!r}", f"use one of: {', '.join(v.name for v in variants)}")
+    return name
+
+
+# -- [[variant]], [[workload]], their sub-tables ---------------------------------------
+
+
+def detect_needs_pattern(t: dict, values: dict, at: At) -> None:
+    """An external side's ``detect`` command is matched by ``detect_pattern``."""
+    if values["detect"] and not values["detect_pattern"]:
+        raise at.child("detect_pattern").fail("missing", "add the regex that detect's output must match")
+
+
+def prebuilt_or_built(t: dict, values: dict, at: At) -> None:
+    """A prebuilt kernel image is not built: the keys of a build would be ignored."""
+    building = [name for name in ("source", "ref", "base", "config", "patches") if name in t]
+    if values["image"] is not None and building:
+        raise at.child("image").fail(f"a prebuilt image is not built: {', '.join(building)} would be ignored",
+                                     f"remove {building[0]} or the image")
+
+
+def argv_shape(t: dict, values: dict, at: At) -> None:
+    """A string command runs with ``shell = true``, a list names its program; neither is empty."""
+    where = at.child("argv")
+    if isinstance(t["argv"], str):
+        if not values["shell"]:
+            raise where.fail("a string command needs shell = true",
+                             'write argv as a list ["prog", "arg"] or add shell = true')
+        return
+    if not values["argv"]:
+        raise where.fail("is empty", "name the program to run")
+    if values["shell"]:
+        raise where.fail("shell = true takes one command string", 'write argv = "cmd | cmd"')
+    if not values["argv"][0]:
+        raise At(at.path, f"{where.key}[0]").fail("is an empty program name", "name the program to run")
+
+
+def parser_known(t: dict, values: dict, at: At) -> None:
+    """The parser exists and accepts its options; options need a parser."""
+    name, options = values["parser"], values["parser_options"]
+    if name is None:
+        if options:
+            raise at.child("parser_options").fail("given without a parser", "add parser = \"...\" or remove them")
+        return
+    from perfab.parsers import get_parser
+
+    try:
+        get_parser(name, options)
+    except UsageError as e:
+        which = "parser" if "unknown parser" in str(e) else "parser_options"
+        raise at.child(which).fail(str(e).rstrip("."), "see the Parsers section of the README") from None
+
+
+def cpus_with_counters(t: dict, values: dict, at: At) -> None:
+    """``cpus`` goes with ``counters = "cpus"``, and only with it."""
+    if (values["counters"] == "cpus") != (values["cpus"] is not None):
+        raise at.child("cpus").fail('goes with counters = "cpus" (and only with it)',
+                                    'set both, e.g. counters = "cpus" and cpus = "1"')
+
+
+# -- [measure] ----------------------------------------------------------------------
+
+
+def backend_keys(t: dict, at: At) -> None:
+    """Each backend's own keys are refused under another backend (unless it borrows them)."""
+    backend = key("measure", "backend").value.read(t.get("backend", default("measure", "backend")),
+                                                    at.child("backend"))
+    perf_counters(backend, t, at)
+    borrowed = BACKEND_KEYS[backend].borrows if t.get(BACKEND_KEYS[backend].borrows_when) is True else ()
+    for name in t:
+        mine = owner(name)
+        if mine is None or mine == backend or name in borrowed:
+            continue
+        lenders = [b for b, entry in BACKEND_KEYS.items() if name in entry.borrows]
+        also = "".join(f" (or {b} with {BACKEND_KEYS[b].borrows_when} = true)" for b in lenders)
+        raise at.child(name).fail(f"is read by the {mine} backend{also}, not {backend!r}",
+                                  f'set backend = "{mine}"{BACKEND_KEYS[mine].fix} or remove {name}')
+
+
+def perf_counters(backend: str, t: dict, at: At) -> None:
+    """The keys the chosen backend cannot do without are there (perf's counters), and a list of counters is
+    refused by the other backends only when it lists events."""
+    for need in _backends().declared(backend).required:
+        if not t.get(need.key):
+            raise at.child(need.key).fail(need.problem, need.fix)
+    counter = owner("counters")
+    if t.get("counters") and backend != counter:
+        raise at.child("counters").fail(f"counters are read by the {counter} backend, not {backend!r}",
+                                        f'set backend = "{counter}" or remove counters')
+
+
+def _backends():
+    """The registry of measurement backends (``perfab.run.backends``), asked what each one needs and does.
+
+    The backends live with the runner, a layer above the spec: the registry
+    is loaded when a spec is checked, so that the spec imports nothing above it.
+    """
+    from perfab.run import backends
+
+    return backends
+
+
+# -- the whole experiment -------------------------------------------------------------
+
+
+def sides_alike(exp: Experiment, at: At) -> None:
+    """Either every side is external or none is."""
+    if any(v.external for v in exp.variants) and not all(v.external for v in exp.variants):
+        raise At(at.path, "variant.external").fail("some sides are external and some are not",
+                                                   "mark every side external = true (e.g. two booted kernels) or none")
+
+
+def plan_size(exp: Experiment, at: At) -> None:
+    """The whole plan fits one session."""
+    from perfab.plan import sweep_points
+
+    total = sum(len(sweep_points(w)) * len(exp.variants) * (exp.runs + exp.warmup) for w in exp.workloads)
+    if total > MAX_PLAN:
+        raise At(at.path, "experiment.runs").fail(f"the plan would hold {total:,} runs (more than {MAX_PLAN:,})",
+                                                  "lower runs, warmup or the sweep's points")
+
+
+def kernel_sides(exp: Experiment, at: At) -> None:
+    """Kernel sides go with the guest backend, every side boots one, and none is external."""
+    kernels = [v.kernel is not None for v in exp.variants]
+    guest = _backends().declared(exp.measure.backend).boots_kernels
+    where = At(at.path, "measure.backend")
+    if any(kernels) and not guest:
+        booter = next(b.name for b in _backends().BACKENDS.values() if b.boots_kernels)
+        raise where.fail("sides with a [variant.kernel] boot a guest for each run",
+                         f'set [measure] backend = "{booter}"')
+    if guest and not all(kernels):
+        side = exp.variants[kernels.index(False)].name
+        raise where.fail(f'"{exp.measure.backend}" boots each side\'s kernel, and side {side!r} names none',
+                         "add a [variant.kernel] table to every side (image = ... or a source to build)")
+    if guest and exp.variants[0].external:
+        raise At(at.path, "variant.external").fail("a kernel side is booted by perfab, not by the machine",
+                                                   "remove external (and detect) from the kernel sides")
+
+
+def no_shadowed_params(exp: Experiment, at: At) -> None:
+    """A side's ``vars`` entry named like a sweep parameter would replace every sweep value, and a build
+    (once per side) cannot use one: both refused."""
+    swept = {name: (i, wl.name) for i, wl in enumerate(exp.workloads) for name, _ in wl.params}
+    for name, (i, _) in swept.items():
+        clash = [v.name for v in exp.variants if name in v.vars]
+        if clash:
+            raise At(at.path, f"workload[{i}].params.{name}").fail(
+                f"variant {clash[0]!r} also sets vars.{name}, which would replace every sweep value of {{{name}}}",
+                "rename the variable or the sweep parameter")
+    for v in exp.variants:
+        for text in v.build or exp.build:
+            for name in PLACEHOLDER.findall(text):
+                if name in swept and name not in v.vars:
+                    raise SpecError(f"{at.path}: variant {v.name!r} build: {{{name}}} is a sweep parameter of "
+                                    f"workload {swept[name][1]!r}, but a side is built once, for all sweep points; "
+                                    "use it in the workload's argv, or a variant's vars, instead")
+
+
+def service_counters(exp: Experiment, at: At) -> None:
+    """A service's counters ask for a backend that counts a service (perf, with perf stat)."""
+    if _backends().declared(exp.measure.backend).counts_service:
+        return
+    for i, wl in enumerate(exp.workloads):
+        if wl.service is not None and wl.service.counters:
+            counter = next(b for b in _backends().BACKENDS.values() if b.counts_service)
+            raise At(at.path, f"workload[{i}].service.counters").fail(
+                f"counts with {counter.counts_service}",
+                f'set [measure] backend = "{counter.name}" or remove service.counters')
+
+
+BEFORE: dict[str, tuple[Callable[[dict, At], None], ...]] = {
+    "experiment": (design_needs_auto,),
+    "measure": (backend_keys,),
+}
+AFTER: dict[str, tuple[Callable[[dict, dict, At], None], ...]] = {
+    "experiment": (sequential_design, build_time),
+    "variant": (detect_needs_pattern,),
+    "variant.kernel": (prebuilt_or_built,),
+    "workload": (argv_shape, parser_known),
+    "workload.service": (cpus_with_counters,),
+}
+ACROSS: tuple[Callable[[Experiment, At], None], ...] = (
+    sides_alike, plan_size, kernel_sides, no_shadowed_params, service_counters)
