@@ -71,6 +71,7 @@ sysdeps:
 	command -v git >/dev/null 2>&1 || missing="$$missing git"; \
 	command -v nginx >/dev/null 2>&1 || missing="$$missing nginx-light"; \
 	command -v ab >/dev/null 2>&1 || missing="$$missing apache2-utils"; \
+	command -v hyperfine >/dev/null 2>&1 || missing="$$missing hyperfine"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v qemu-system-x86_64 >/dev/null 2>&1 || missing="$$missing qemu-system-x86"; \
 	dpkg -s busybox-static >/dev/null 2>&1 || missing="$$missing busybox-static"; \

@@ -8,11 +8,13 @@ An experiment travels one way, one subpackage per stage:
                       (ABBA / BAAB) over sides and sweep points, counter
                       groups spread across sides; block by block when
                       sequential.
-3. ``perfab.run``     builds sides from git once, then runs each planned run
-                      (session lifecycle in ``runner``, setup and services
-                      per side in ``context``, a backend: plain rusage,
-                      ``perf stat`` or valgrind's cachegrind) and parses the
-                      workload's own output (``perfab.parsers``).
+3. ``perfab.run``     opens a session (``session``) as one schedule of events
+                      (``schedule``: builds, setups, service starts, runs,
+                      looks, teardowns) and executes it (``runner``; setup
+                      and services per side in ``context``; a backend:
+                      plain rusage, ``perf stat`` or valgrind's cachegrind)
+                      and parses the workload's own output
+                      (``perfab.parsers``).
 4. ``perfab.store``   commits every run the moment it ends (SQLite, or
                       PostgreSQL for a fleet) and reads an experiment back as
                       a typed ``Dataset``.

@@ -180,7 +180,8 @@ def _report_opts(p: argparse.ArgumentParser) -> None:
 _SUBCOMMANDS = {  # name: (help line, what fills in its arguments), in `perfab --help` order
     "run": ("run an experiment spec, store every run, print the report", _run_args),
     "report": ("analyse stored runs and print the comparison", _report_args),
-    "plan": ("print the run order a spec would use, without running", _plan_args),
+    "plan": ("print the schedule a spec gives (builds, setups, services, runs, looks), without running",
+             _plan_args),
     "parse": ("read a saved workload output with the spec's parser, without running", _parse_args),
     "bisect": ("find the commit that made a metric regress (sides built from git)", _bisect_args),
     "list": ("list the experiments in a results database", _db),
@@ -346,11 +347,11 @@ def _refuse_inputs(output: str, databases: list[str], spec: str | None = None) -
 
 
 def cmd_plan(args, stdout, stderr) -> int:
-    from perfab.plan import make_plan
-    from perfab.report.plan import build_lines, plan_lines
+    from perfab.report.plan import schedule_lines
     from perfab.run.backends import make_backend
     from perfab.run.build import resolve
     from perfab.run.preflight import preflight
+    from perfab.run.schedule import new_schedule
     from perfab.spec import load_spec
 
     exp = load_spec(args.spec)
@@ -361,17 +362,16 @@ def cmd_plan(args, stdout, stderr) -> int:
         return _try(exp, args, stdout, stderr)
     chosen = [v for v in exp.variants if sides is None or v.name in sides]
     sources = resolve(exp, chosen)
-    built = [v.name for v in chosen if v.name in sources]
-    preflight(exp, [v.name for v in chosen if v.name not in sources], _side_env(exp))
-    preflight(exp, built, _side_env(exp), programs=False, sources=sources)  # programs appear when built
     backend = make_backend(exp.measure)
     groups = backend.groups()
+    schedule = new_schedule(exp, sides, len(groups), sources)
+    preflight(exp, schedule, _side_env(exp), sources=sources, built=False)  # built programs appear when built
     for line in backend.plan_lines(tuple(chosen)):
         print(line, file=stdout)
     if exp.sequential is not None:
         print(f"sequential: blocks after the first {exp.sequential.min_runs} runs per side run only while rows "
               f"are undecided (at most {exp.sequential.max_runs} per side)", file=stdout)
-    for line in build_lines(sources) + plan_lines(exp, make_plan(exp, sides, len(groups)), groups, sources):
+    for line in schedule_lines(exp, schedule.possible(), groups, sources):
         print(line, file=stdout)
     return 0
 

@@ -76,7 +76,7 @@ def make_plan(exp: Experiment, sides: list[str] | None = None, n_groups: int = 1
 
 def _measured_order(exp: Experiment, cells: list, n_groups: int, rng: random.Random):
     """Yield (block, (cell, group)) for the measured runs of one workload."""
-    runs = exp.runs
+    runs = exp.sequential.max_runs if exp.sequential is not None else exp.runs  # the most a session may run
     if exp.order == "sequential":
         for cell in cells:
             for i in range(runs):

@@ -56,7 +56,7 @@ def test_each_backend_declares_everything(name):
         assert hasattr(cls, attr), f"backend {name!r} does not declare {attr}"
         assert isinstance(getattr(cls, attr), kind), f"backend {name!r}: {attr} is not {kind}"
     for method in ("from_measure", "counted", "groups", "wrap", "collect", "metric_info", "prepare", "for_side",
-                   "plan_lines", "count_service"):
+                   "plan_lines", "service_counter"):
         assert callable(getattr(cls, method, None)), f"backend {name!r} has no {method}"
     assert "from_measure" in vars(cls), f"{name!r} must say how a spec makes it"
     assert isinstance(cls.counted((("cycles", "instructions"),)), str) and cls.counted(((),))
@@ -64,7 +64,7 @@ def test_each_backend_declares_everything(name):
     own = {k.name for k in BACKEND_KEYS[name].keys}
     assert all(r.key in own and r.problem and r.fix for r in cls.required)
     # a backend counts a service exactly when it says with what
-    assert (cls.count_service is not Declares.count_service) == (cls.counts_service is not None)
+    assert (cls.service_counter is not Declares.service_counter) == (cls.counts_service is not None)
 
 
 def test_the_registry_and_the_spec_name_the_same_backends():

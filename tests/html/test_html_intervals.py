@@ -14,6 +14,7 @@ import pytest
 
 from html_helpers import analysis_of, parse
 from perfab.report import render
+from perfab.report.document import document
 from perfab.report.html import render_html
 from perfab.run.backends import TimeBackend
 from perfab.run.executor import RealExecutor
@@ -86,7 +87,7 @@ def test_plot_and_text_show_the_same_intervals(tmp_path, runs):
                       {}).run().status == "finished"
     a = analysis_of(db)
     text = _text_intervals(render(a, "text"))
-    html, whiskers = _html_intervals(render_html(a))
+    html, whiskers = _html_intervals(render_html(document(a)))
     assert {k[0] for k in html} >= {"Time elapsed (s)", "User (s)", "Ctx switches vol"}
     assert set(html) == set(text) and len(text) == 2 * len({k[0] for k in text})
     for key, (median, lo, hi, n) in text.items():

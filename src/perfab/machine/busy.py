@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import resource
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,17 +54,42 @@ def read_cpu_stat(root: Path = Path("/")) -> CpuStat | None:
     """The machine's CPU time counters now; None where ``/proc/stat`` is missing or unreadable."""
     try:
         with open(root / "proc" / "stat", "rb") as f:
-            first = f.readline().decode("ascii", "replace").split()
+            return parse_cpu_line(f.readline())
     except OSError:
         return None
-    if len(first) < 9 or first[0] != "cpu":
+
+
+def parse_cpu_line(first: bytes) -> CpuStat | None:
+    """The aggregate ``cpu`` line of ``/proc/stat`` in seconds; None when it is not one."""
+    fields = first.split()
+    if len(fields) < 9 or fields[0] != b"cpu":
         return None
     try:
-        user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in first[1:9])
+        user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
     except ValueError:
         return None
     busy = user + nice + system + irq + softirq
     return CpuStat(busy * _TICK_S, steal * _TICK_S, (busy + idle + iowait + steal) * _TICK_S)
+
+
+class _StatFile:
+    """``/proc/stat`` kept open: each reading is one pread(2) of its first line, not an open, read and close
+    (the runner reads it twice per run)."""
+
+    def __init__(self, root: Path):
+        self.path = root / "proc" / "stat"
+        self.fd: int | None = None
+        self._closer: weakref.finalize | None = None
+
+    def read(self) -> CpuStat | None:
+        try:
+            if self.fd is None:
+                self.fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+                self._closer = weakref.finalize(self, os.close, self.fd)
+            head = os.pread(self.fd, 256, 0)
+        except OSError:
+            return read_cpu_stat(self.path.parent.parent)
+        return parse_cpu_line(head.split(b"\n", 1)[0])
 
 
 def own_cpu_s() -> float:
@@ -137,9 +163,10 @@ class BusyMeter:
         self.root = root
         self.total = Busy(0.0, 0.0, 0.0, 0)  # the sums so far
         self._at: tuple[CpuStat, float] | None = None
+        self._stat = _StatFile(root)
 
     def start(self) -> None:
-        stat = read_cpu_stat(self.root)
+        stat = self._stat.read()
         self._at = None if stat is None else (stat, own_cpu_s())
 
     def stop(self, run_cpu_s: float | None) -> None:
@@ -147,7 +174,7 @@ class BusyMeter:
         if self._at is None:
             return
         (before, own_before), self._at = self._at, None
-        after = read_cpu_stat(self.root)
+        after = self._stat.read()
         if after is None or run_cpu_s is None:
             return
         ours = own_cpu_s() - own_before + run_cpu_s

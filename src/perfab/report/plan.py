@@ -1,10 +1,10 @@
-"""``perfab plan``: the run order a spec gives, with builds, setups, service starts and stops around it."""
+"""``perfab plan``: a session's schedule, one line per event: builds, setups, service starts, runs, looks, stops."""
 
 from __future__ import annotations
 
 import shlex
 
-from perfab.plan import PlannedRun
+from perfab.run.schedule import Build, EnterCell, LeaveCell, Look, Run, Schedule, WorkloadSetup, WorkloadTeardown
 from perfab.spec import Experiment, expand, placeholders, workload_placeholders
 
 
@@ -20,50 +20,45 @@ def build_lines(sources: dict) -> list[str]:
     return out
 
 
-def plan_lines(exp: Experiment, plan: list[PlannedRun], groups: tuple[tuple[str, ...], ...],
-               sources: dict | None = None) -> list[str]:
-    """One line per run; ``>`` lines say what starts before a run, ``<`` lines what stops after it."""
-    return _Lines(exp, sources or {}).render(plan, groups)
+def schedule_lines(exp: Experiment, schedule: Schedule, groups: tuple[tuple[str, ...], ...],
+                   sources: dict | None = None) -> list[str]:
+    """One line per run; ``>`` lines say what starts before a run, ``<`` lines what stops after it, ``?`` a look."""
+    lines = _Lines(exp, sources or {}, groups)
+    out: list[str] = []
+    for event in schedule.events:
+        out += lines.of(event)
+    return out
 
 
 class _Lines:
-    def __init__(self, exp: Experiment, sources: dict):
-        self.exp, self.sources = exp, sources
+    """The lines of each kind of event."""
 
-    def render(self, plan: list[PlannedRun], groups) -> list[str]:
-        out: list[str] = []
-        current: tuple | None = None
-        workload_name: str | None = None
-        for p in plan:
-            key = (p.workload, p.variant, p.params)
-            if key != current:
-                if current is not None:
-                    out += self._leave(*current)
-                if p.workload != workload_name:
-                    if workload_name is not None:
-                        out += self._workload_teardown(workload_name)
-                    out += self._workload_setup(p.workload)
-                    workload_name = p.workload
-                out += self._enter(*key)
-                current = key
-            kind = "warm-up" if p.warmup else f"block {p.block}"
-            events = ",".join(groups[p.group]) or "-"
-            point = " ".join(f"{k}={v}" for k, v in p.params)
-            line = f"{p.seq:5d}  {p.workload:<20} {p.variant:<16} {kind:<10} {events}"
-            out.append(line + (f"  {point}" if point else ""))
-        if current is not None:
-            out += self._leave(*current) + self._workload_teardown(current[0])
-        return out
+    def __init__(self, exp: Experiment, sources: dict, groups: tuple[tuple[str, ...], ...]):
+        self.exp, self.sources, self.groups = exp, sources, groups
 
-    def _workload_setup(self, name: str) -> list[str]:
+    def of(self, event) -> list[str]:
+        """The lines one event prints."""
+        return {Build: lambda e: build_lines({e.source.variant: e.source}),
+                WorkloadSetup: lambda e: self._workload(e.workload, "setup"),
+                WorkloadTeardown: lambda e: self._workload(e.workload, "teardown"),
+                EnterCell: lambda e: self._enter(*e.cell), LeaveCell: lambda e: self._leave(*e.cell),
+                Run: lambda e: [self._run(e.planned)], Look: self._look}[type(event)](event)
+
+    def _look(self, event: Look) -> list[str]:
+        return [f"       ? look after block {event.block}: stop if the rows are decided, else schedule the next block"]
+
+    def _run(self, p) -> str:
+        kind = "warm-up" if p.warmup else f"block {p.block}"
+        events = ",".join(self.groups[p.group]) or "-"
+        point = " ".join(f"{k}={v}" for k, v in p.params)
+        line = f"{p.seq:5d}  {p.workload:<20} {p.variant:<16} {kind:<10} {events}"
+        return line + (f"  {point}" if point else "")
+
+    def _workload(self, name: str, key: str) -> list[str]:
         workload = self.exp.workload(name)
         own = workload_placeholders(self.exp, workload)
-        return [f"       > workload setup: {expand(c, own)}" for c in workload.setup]
-
-    def _workload_teardown(self, name: str) -> list[str]:
-        workload = self.exp.workload(name)
-        own = workload_placeholders(self.exp, workload)
-        return [f"       < workload teardown: {expand(c, own)}" for c in workload.teardown]
+        mark = ">" if key == "setup" else "<"
+        return [f"       {mark} workload {key}: {expand(c, own)}" for c in getattr(workload, key)]
 
     def _values(self, workload: str, variant: str, params) -> dict[str, str]:
         source = self.sources.get(variant)

@@ -4,18 +4,19 @@
 pinned with ``sched_setaffinity`` when asked, through a small fork server
 (``perfab-exec``, see ``trampoline``) started on the first run and kept for
 the executor's life, so that rusage, max RSS above all, is the workload's
-own and no run pays for an extra exec.  perfab sleeps in a blocking
-``recv`` until the server reports the child's wait status and rusage (user
-and system time, peak RSS, context switches): nothing polls on the measured
-CPUs.  The server is a child subreaper and kills whatever the workload left
-behind, even processes that left its session, before it reports.  One
-long-lived watch thread blocks in select(2) on the stdout and stderr pipes,
-keeps the first ``cap_bytes`` of each verbatim, counts the rest, and kills
-the process group at the timeout (the server then kills the rest).  Once
-the workload is reaped the pipes are read for at most ``GRACE_S`` more, so
+own and no run pays for an extra exec.  The server is a child subreaper and
+kills whatever the workload left behind, even processes that left its
+session, before it reports the child's wait status and rusage (user and
+system time, peak RSS, context switches).  Meanwhile perfab sleeps in one
+blocking poll(2) on the stdout and stderr pipes and the server's socket
+(nothing polls on the measured CPUs, and no thread is woken per run): it
+keeps the first ``cap_bytes`` of each stream verbatim, counts the rest, and
+kills the process group at the timeout (the server then kills the rest).
+Once the report is in, the pipes are read for at most ``GRACE_S`` more, so
 a writer that escaped cannot hold a run open or delay the next one.
 Without a C compiler the command is spawned directly with posix_spawn and
-reaped with ``os.wait4``; only its process group can be killed then.
+reaped with ``os.wait4``; only its process group can be killed then, and
+one long-lived watch thread reads the pipes the same way.
 
 A string exec cannot take (a NUL byte, a bad environment name) gives an
 ``Execution`` whose ``error`` names it.
@@ -27,9 +28,11 @@ exactly 1.5 s, as in hyperfine's mock executor.
 
 from __future__ import annotations
 
+import math
 import os
 import queue
 import resource
+import select
 import selectors
 import shutil
 import signal
@@ -37,7 +40,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass, field, replace
-from typing import Callable, Protocol
+from typing import Callable, Protocol, TypeVar
 
 from perfab.run.trampoline import CannotStart, ForkServer, Report, ServerGone, helper_path, unusable_string
 
@@ -86,6 +89,7 @@ class Executor(Protocol):
 
 
 TAIL_BYTES = 4096
+T = TypeVar("T")
 GRACE_S = 0.25  # how long the pipes are still read once the workload is reaped
 
 
@@ -93,10 +97,12 @@ class _Watch:
     """One run's output and deadline: drains stdout and stderr, blocked in select(2).
 
     Keeps the first ``cap`` bytes of each stream and counts the rest.  At
-    the deadline it kills the process group.  ``reaped()`` (the child is
-    reaped) wakes it through the watcher's eventfd ``wake``: it reads what
-    is left for at most ``GRACE_S``, then closes the pipes even if a process
-    that escaped still holds their other end.
+    the deadline it kills the process group.  On the watch thread (``run``),
+    ``reaped()`` (the child is reaped) wakes it through the watcher's
+    eventfd ``wake``; in the caller's thread (``inline``) the server's report
+    ends the wait.  Either way it reads what is left for at most ``GRACE_S``,
+    then closes the pipes even if a process that escaped still holds their
+    other end.
     """
 
     def __init__(self, fds: tuple[int, int], cap: int, timeout_s: float, pgid: int, wake: int):
@@ -154,15 +160,68 @@ class _Watch:
         return True
 
     def _read(self, sel: selectors.BaseSelector, fd: int) -> None:
+        if not self._take(fd):
+            sel.unregister(fd)
+
+    def _take(self, fd: int) -> bool:
+        """Read what ``fd`` holds (keep, count, tail); False at its end."""
         chunk = os.read(fd, 1 << 16)
         if not chunk:
-            sel.unregister(fd)
-            return
+            return False
         self.total[fd] += len(chunk)
         self.tail[fd] = (self.tail[fd] + chunk)[-TAIL_BYTES:]
         room = self.cap - len(self.kept[fd])
         if room > 0:
             self.kept[fd] += chunk[:room]
+        return True
+
+    def inline(self, reply_fd: int, finish: Callable[[], T]) -> T:
+        """The same watch in the calling thread, for a run the fork server reports on ``reply_fd``.
+
+        One poll(2) waits for output, the server's report and the deadline together; once ``reply_fd``
+        is readable, ``finish()`` reads the report, and the pipes are read for at most ``GRACE_S``
+        more.  The pipes are closed however it ends; ``finish``'s exception (the server gone) passes.
+        """
+        poller = select.poll()
+        live = set(self.fds)
+        for fd in (*self.fds, reply_fd):
+            poller.register(fd, select.POLLIN)
+        try:
+            result: tuple[bool, T | None] = (False, None)
+            while not result[0]:
+                for fd, _ in poller.poll(self._wait_ms()):
+                    if fd == reply_fd:
+                        result = (True, finish())
+                    elif not self._take(fd):
+                        poller.unregister(fd)
+                        live.discard(fd)
+                if not result[0] and not self.expired and time.monotonic() >= self.deadline:
+                    self._expire()
+            self.done.set()
+            self._drain(poller, live)
+            return result[1]  # type: ignore[return-value]
+        finally:
+            for fd in self.fds:
+                os.close(fd)
+            self.finished.set()
+
+    def _wait_ms(self) -> int | None:
+        """poll(2)'s timeout until the deadline (rounded up); None (no limit) once the run was killed."""
+        if self.expired:
+            return None
+        return max(0, math.ceil((self.deadline - time.monotonic()) * 1000))
+
+    def _drain(self, poller, live: set[int]) -> None:
+        """After the report: read the pipes until their end, for at most ``GRACE_S``."""
+        grace_end = time.monotonic() + GRACE_S
+        while live:
+            left = grace_end - time.monotonic()
+            if left <= 0:
+                return
+            for fd, _ in poller.poll(math.ceil(left * 1000)):
+                if fd in live and not self._take(fd):
+                    poller.unregister(fd)
+                    live.discard(fd)
 
     def _expire(self) -> None:
         if not self.done.is_set():
@@ -227,10 +286,6 @@ class RealExecutor:
 
     def execute(self, argv: list[str], env: dict[str, str], cwd: str | None, timeout_s: float,
                 cap_bytes: int, cpus: set[int] | None) -> Execution:
-        if self._watcher is None:
-            self._watcher = _Watcher()
-            self._watcher.start()
-            self._stop_watcher = weakref.finalize(self, self._watcher.jobs.put, None)
         server = self._fork_server()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -250,20 +305,20 @@ class RealExecutor:
         finally:
             os.close(out_w)
             os.close(err_w)
-        watch = self._watch(pid, (out_r, err_r), cap_bytes, timeout_s)
+        self._pgid = pid
+        watch = _Watch((out_r, err_r), cap_bytes, timeout_s, pid, -1)
         try:
-            status, report = server.finish()
+            status, report = watch.inline(server.sock.fileno(), server.finish)  # no thread: one poll(2)
         except BaseException as e:  # KeyboardInterrupt, or the server killed: the run cannot be told
             _killpg(pid, signal.SIGKILL)
             self._drop_server()
-            watch.reaped()
-            self._wait_watch(watch)
-            self._pgid = None
             if isinstance(e, ServerGone):
                 return Execution(None, 0.0, 0.0, 0.0, 0, 0, 0, False, b"", b"", 0, 0,
                                  error=f"perfab-exec exited during the run of {argv[0]!r} ({e}); run it again")
             raise
-        return self._finished(watch, status, report)
+        finally:
+            self._pgid = None  # the server killed what was left of the workload before reporting
+        return _execution(watch, status, report)
 
     def _fork_server(self) -> ForkServer | None:
         """The running server, started on first use; None when there is none to be had."""
@@ -298,8 +353,12 @@ class RealExecutor:
         self._server = self._stop_server = None
 
     def _watch(self, pid: int, fds: tuple[int, int], cap_bytes: int, timeout_s: float) -> _Watch:
+        """A watch on the watch thread (started on first use), for a run spawned without the server."""
         self._pgid = pid
-        assert self._watcher is not None
+        if self._watcher is None:
+            self._watcher = _Watcher()
+            self._watcher.start()
+            self._stop_watcher = weakref.finalize(self, self._watcher.jobs.put, None)
         watch = _Watch(fds, cap_bytes, timeout_s, pid, self._watcher.wake)
         self._watcher.jobs.put(watch)
         return watch
@@ -311,12 +370,9 @@ class RealExecutor:
 
     def _finished(self, watch: _Watch, status: int, r: Report) -> Execution:
         watch.reaped()
-        self._pgid = None  # the server killed what was left of the workload before reaping it
+        self._pgid = None
         self._wait_watch(watch)
-        out, err = watch.fds
-        return Execution(status, r.wall_s, r.user_s, r.sys_s, r.max_rss_kb, r.nvcsw, r.nivcsw, watch.expired,
-                         bytes(watch.kept[out]), bytes(watch.kept[err]), watch.total[out], watch.total[err],
-                         stderr_tail=watch.tail[err])
+        return _execution(watch, status, r)
 
     def _direct(self, argv, env, cwd, timeout_s, cap_bytes, cpus, pipes) -> Execution:
         """No server (no C compiler): posix_spawn from perfab itself, max RSS only when above perfab's own."""
@@ -345,6 +401,14 @@ class RealExecutor:
         rss = ru.ru_maxrss if ru.ru_maxrss > own_rss_kb else None
         report = Report(wall, ru.ru_utime, ru.ru_stime, rss, ru.ru_nvcsw, ru.ru_nivcsw)
         return self._finished(watch, status, report)
+
+
+def _execution(watch: _Watch, status: int, r: Report) -> Execution:
+    """The execution a finished watch and the wait status and rusage of its run describe."""
+    out, err = watch.fds
+    return Execution(status, r.wall_s, r.user_s, r.sys_s, r.max_rss_kb, r.nvcsw, r.nivcsw, watch.expired,
+                     bytes(watch.kept[out]), bytes(watch.kept[err]), watch.total[out], watch.total[err],
+                     stderr_tail=watch.tail[err])
 
 
 def _not_started(argv: list[str], why: str) -> Execution:

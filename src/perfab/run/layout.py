@@ -58,10 +58,23 @@ class Padding:
     def __init__(self, variants: tuple[Variant, ...]):
         self.variants = variants
         self._widest: dict[tuple, tuple[int, int]] = {}  # (workload, sweep point) -> (entries, string bytes)
+        self._padded: dict[tuple, dict[str, str]] = {}  # (side, workload, sweep point, cwd) -> padded environment
 
     def env(self, variant: Variant, workload: Workload, params: tuple, cwd: str | None,
             values_of: Callable[[Variant], dict], env_of: Callable[[Variant], dict]) -> dict[str, str]:
-        """``variant``'s environment for a run of ``workload`` at ``params``, padded to the widest side."""
+        """``variant``'s environment for a run of ``workload`` at ``params``, padded to the widest side.
+
+        The same for every run of one cell (its placeholders and environment do not change within a
+        session), so it is worked out once per cell and handed out again: no run pays for the count."""
+        key = (variant.name, workload.name, params, cwd)
+        padded = self._padded.get(key)
+        if padded is None:
+            padded = self._padded[key] = self._pad(variant, workload, params, cwd, values_of, env_of)
+        return padded
+
+    def _pad(self, variant: Variant, workload: Workload, params: tuple, cwd: str | None,
+             values_of: Callable[[Variant], dict], env_of: Callable[[Variant], dict]) -> dict[str, str]:
+        """The padded environment of one cell (see ``env``)."""
         def shape(v: Variant, extra: int = 0) -> tuple[int, int] | None:
             try:
                 argv = [expand(a, values_of(v)) for a in workload.argv]

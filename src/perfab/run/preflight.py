@@ -1,9 +1,9 @@
 """Checks made before a session is stored, and by ``perfab plan``: a typo never leaves an aborted session.
 
-Every command is expanded for every side and sweep point it will run
-with (unknown placeholders), and the programs it names are looked up the
-way exec(2) will look them up (present, executable, not a directory),
-as are working directories.  The first problem is a ``UsageError``
+Every command of the session's schedule is expanded for every side and
+sweep point it will run with (unknown placeholders), and the programs it
+names are looked up the way exec(2) will look them up (present,
+executable, not a directory), as are working directories.  The first problem is a ``UsageError``
 naming the workload, the side and the fix.
 """
 
@@ -14,36 +14,40 @@ import shutil
 from pathlib import Path
 
 from perfab.errors import UsageError
-from perfab.plan import sweep_points
 from perfab.spec import Experiment, Variant, Workload, expand, placeholders, workload_placeholders
 
 
-def preflight(exp: Experiment, sides: list[str] | None, env_of, programs: bool = True,
-              sources: dict | None = None) -> None:
-    """Raise a UsageError for the first command that cannot run; ``env_of(variant)`` gives a side's environment.
+def preflight(exp: Experiment, schedule, env_of, programs: bool = True, sources: dict | None = None,
+              built: bool = True) -> None:
+    """Raise a UsageError for the first command of ``schedule`` that cannot run; ``env_of(variant)`` gives a
+    side's environment.
 
+    Every cell the schedule (``perfab.run.schedule.Schedule``) may enter is checked, in spec order.
     ``sources`` maps a side built from source to its ``perfab.run.build.Source`` ({src}, {build}); with
-    ``programs`` False only placeholders are checked (before builds make the programs).
+    ``programs`` False only placeholders are checked (before builds make the programs), with ``built``
+    False the programs of the sides in ``sources`` are not looked up (they appear when built).
     """
     if programs and exp.pin is not None:
         pinned_cpus(exp.pin, exp.path)
     try:
-        _preflight(exp, sides, env_of, programs, sources or {})
+        _preflight(exp, schedule.cells(exp), env_of, programs, sources or {}, built)
     except UsageError as e:
         raise type(e)(f"{exp.path}: {e}") from None
 
 
-def _preflight(exp: Experiment, sides: list[str] | None, env_of, programs: bool, sources: dict) -> None:
-    chosen = [v for v in exp.variants if sides is None or v.name in sides]
-    for workload in exp.workloads:
-        own = workload_placeholders(exp, workload)
-        for command in (*workload.setup, *workload.teardown):
-            expand(command, own, f"workload {workload.name!r} setup/teardown")
-        for variant in chosen:
-            source = sources.get(variant.name)
-            for point in sweep_points(workload):
-                _cell(exp, workload, variant, point, env_of(variant), programs,
-                      source.values() if source is not None else None)
+def _preflight(exp: Experiment, cells: list, env_of, programs: bool, sources: dict, built: bool) -> None:
+    checked: set[str] = set()
+    for workload_name, side, point in cells:
+        workload, variant = exp.workload(workload_name), exp.variant(side)
+        if workload.name not in checked:
+            checked.add(workload.name)
+            own = workload_placeholders(exp, workload)
+            for command in (*workload.setup, *workload.teardown):
+                expand(command, own, f"workload {workload.name!r} setup/teardown")
+        source = sources.get(variant.name)
+        look_up = programs and (built or source is None)
+        _cell(exp, workload, variant, point, env_of(variant), look_up,
+              source.values() if source is not None else None)
 
 
 def _cell(exp: Experiment, workload: Workload, variant: Variant, point, env: dict[str, str], programs: bool,

@@ -104,7 +104,9 @@ def params_from_json(text: str | None) -> Params:
     return tuple((str(k), str(v)) for k, v in d.items()) if isinstance(d, dict) else ()
 
 
+@lru_cache(maxsize=4096)
 def params_to_json(params: Params) -> str:
+    """A sweep point as stored (runs of one point share it: encoded once)."""
     return json.dumps(dict(params))
 
 

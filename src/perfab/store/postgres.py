@@ -28,6 +28,7 @@ from perfab.store import dialect
 from perfab.store.claims import identity
 from perfab.store.dataset import Dataset
 from perfab.store.schema import SCHEMA_VERSION
+from perfab.store.pgwrite import OneTripWriter
 from perfab.store.sqlite import Store
 
 _MIGRATION_LOCK = 0x70657266_61620001  # pg_advisory_xact_lock key while the schema is changed ("perfab" 1)
@@ -49,8 +50,8 @@ class PostgresStore(Store):
         self.url = url
         self.path = display(url)  # named in every message, as the SQLite store names its file
         self.readonly = readonly
-        self._meta_seen: dict[tuple[int, str, str], tuple] = {}
         self._me = identity(machine)
+        self._writer = OneTripWriter(self._me)  # a run stored in one round trip (perfab.store.pgwrite)
         self.machine = self._me.host
         conn = connect(url, self.path, f"perfab {'reader' if readonly else 'store'} on {self.machine}")
         try:

@@ -35,6 +35,7 @@ from perfab.store.dataset import (Dataset, RunInfo, Session, group_by_run, param
 from perfab.store.claims import claimable, identity, still_mine
 from perfab.store.owner import Owner
 from perfab.store.record import RunRecord
+from perfab.store.runwrite import RunWriter
 from perfab.store.schema import MIGRATIONS, PERFAB_TABLES, SCHEMA_VERSION, statements
 
 # The newest attempt of each planned run (earlier attempts stay stored, uncounted).
@@ -51,8 +52,8 @@ class Store:
             raise UsageError("--db is empty; pass the path of a results file (default .perfab/results.db)")
         self.path = Path(path)
         self.readonly = readonly
-        self._meta_seen: dict[tuple[int, str, str], tuple] = {}
         self._me = identity(machine)
+        self._writer = RunWriter(self._me)  # the per-run write and what a session's runs share
         self.machine = self._me.host
         if not self.path.exists():
             if not create or readonly:
@@ -216,48 +217,9 @@ class Store:
     # -- runs ---------------------------------------------------------------
 
     def record_run(self, session: int, planned: PlannedRun, rec: RunRecord) -> int:
-        """Commit one run with its samples as a new attempt of its planned run; returns the run id."""
-        with self.transaction():
-            self._check_claim(session)
-            row = self.db.execute("SELECT id FROM planned_runs WHERE session_id = ? AND seq = ?",
-                                  (session, planned.seq)).fetchone()
-            if row is None:
-                raise StoreError(f"session {session} has no planned run {planned.seq}")
-            pid = row[0]
-            attempt = self.db.execute("SELECT coalesce(max(attempt), 0) + 1 FROM runs WHERE planned_id = ?",
-                                      (pid,)).fetchone()[0]
-            cur = self.db.execute(
-                "INSERT INTO runs (planned_id, attempt, started_at, status, reason, wall_s, user_s, sys_s, "
-                "max_rss_kb, nvcsw, nivcsw, exit_code, signal, timed_out, stdout, stderr, stdout_bytes, "
-                "stderr_bytes, notes_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (pid, attempt, rec.started_at, rec.status, rec.reason, rec.wall_s, rec.user_s, rec.sys_s,
-                 rec.max_rss_kb, rec.nvcsw, rec.nivcsw, rec.exit_code, rec.signal, int(rec.timed_out), rec.stdout,
-                 rec.stderr, rec.stdout_bytes, rec.stderr_bytes, json.dumps(list(rec.notes))))
-            run_id = cur.lastrowid
-            self.db.executemany("INSERT INTO samples (run_id, metric, value, source) VALUES (?, ?, ?, ?)",
-                                [(run_id, m, float(v), rec.sources.get(m, "backend")) for m, v in rec.metrics.items()])
-            if rec.excluded:
-                self.db.executemany("INSERT INTO exclusions VALUES (?, ?, ?)",
-                                    [(run_id, m, r) for m, r in rec.excluded.items()])
-            if rec.profile:
-                self.db.executemany("INSERT INTO profile_shares VALUES (?, ?, ?)",
-                                    [(run_id, k, float(v)) for k, v in rec.profile.items()])
-            self._record_meta(session, planned.workload, rec)
-        return run_id
-
-    def _record_meta(self, session: int, workload: str, rec: RunRecord) -> None:
-        """Units and directions, written when they are new or changed (rarely after the first run)."""
-        entries = {m: (v.unit, v.higher_is_better, v.exact, v.origin) for m, v in rec.meta.items()}
-        fresh = {m: v for m, v in entries.items() if self._meta_seen.get((session, workload, m)) != v}
-        if not fresh:
-            return
-        exp_id = self.db.execute("SELECT experiment_id FROM sessions WHERE id = ?", (session,)).fetchone()[0]
-        self.db.executemany(
-            "INSERT OR REPLACE INTO metric_meta (experiment_id, workload, metric, unit, higher_is_better, exact, "
-            "source) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(exp_id, workload, m, unit, None if hib is None else int(hib), int(exact), source)
-             for m, (unit, hib, exact, source) in fresh.items()])
-        self._meta_seen.update({(session, workload, m): v for m, v in fresh.items()})
+        """Commit one run with its samples as a new attempt of its planned run; returns the run id
+        (``perfab.store.runwrite``: one transaction, a few statements)."""
+        return self._writer.record(self, session, planned, rec)
 
     # -- reading ------------------------------------------------------------
 

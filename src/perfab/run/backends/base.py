@@ -68,7 +68,7 @@ DECLARED = {
     "slows_workload": bool,  # rusage policy: the workload's own time and rate figures time the simulator
     "own_readings": bool,  # it reads more than wait4's rusage (lost with a failed run, which keeps no samples)
     "boots_kernels": bool,  # every side names a [variant.kernel] that each run boots
-    "counts_service": (str, type(None)),  # what counts a service's processes or CPUs (count_service), or None
+    "counts_service": (str, type(None)),  # what counts a service's processes or CPUs (service_counter), or None
 }
 
 
@@ -79,6 +79,7 @@ class Backend(Protocol):
     wraps_workload: bool  # the executed command is the backend's tool, not the workload: rusage is not its own
     own_interrupts: bool  # the backend reads measure.interrupts itself (in a guest), not this machine's
     simulated: bool  # the workload runs in a simulator (valgrind, QEMU): the wrapper's rusage is not its own
+    stderr_file: str | None  # scratch file the runner fills with the run's stderr tail for ``collect``; None: none
 
     def prepare(self, variants: tuple, say) -> None:
         """Make ready what the sides need (build kernels, probe the accelerator); errors before any run."""
@@ -108,10 +109,6 @@ class Backend(Protocol):
         """The metrics this backend produces (``perfab.metrics.resolve``), unless the spec overrides them."""
         ...
 
-    def count_service(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
-        """A counter on the service over one run (``start()``, ``stop()``), or None: see ``counts_service``."""
-        ...
-
     @classmethod
     def from_measure(cls, measure) -> "Backend":
         """The backend a spec's ``[measure]`` table asks for."""
@@ -120,6 +117,10 @@ class Backend(Protocol):
     @classmethod
     def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
         """What a run of this backend counts, for a report's SETUP (``groups``: the stored counter groups)."""
+        ...
+
+    def service_counter(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
+        """What counts the workload's service over one run (``start``/``stop``/``read``), or None."""
         ...
 
 
@@ -131,8 +132,8 @@ class Declares:
 
     counts_service: str | None
 
-    def count_service(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
-        """No counter: this backend counts no service."""
+    def service_counter(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
+        """Nothing counts the service: its CPU time and I/O are read from /proc all the same."""
         return None
 
 
@@ -142,6 +143,7 @@ class SameForEverySide(Declares):
     own_interrupts = False  # measure.interrupts are this machine's, read around the run
     simulated = False  # the workload runs on this machine's CPU: its rusage is its own
     boots_kernels = False  # the sides run on this machine's kernel
+    stderr_file = None  # collect reads no stderr of the run
 
     def prepare(self, variants: tuple, say) -> None:
         """Nothing to make ready."""

@@ -59,6 +59,7 @@ class PerfStatBackend(SameForEverySide):
     slows_workload = False
     own_readings = True  # the counts
     counts_service = "perf stat"  # a second perf stat on the service's pids or CPUs (perfservice)
+    stderr_file = STDERR_NAME  # perf's last words (a signal death) are read from the run's stderr
 
     @classmethod
     def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
@@ -81,10 +82,6 @@ class PerfStatBackend(SameForEverySide):
         """The counters of ``[measure]``, grouped within ``max_events_per_run``."""
         return cls(list(measure.counters), measure.max_events_per_run)
 
-
-    def count_service(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
-        """perf stat on the service's processes (or on ``cpus``), counting the run's group but perf's tool times."""
-        from perfab.run.backends.perfservice import ServiceCounter
 
         events = tuple(e for e in group if not e.endswith(("_time", "duration_time")))
         return ServiceCounter(self.perf, events, scratch, pids=pids, cpus=cpus)
@@ -118,6 +115,13 @@ class PerfStatBackend(SameForEverySide):
         if (bad := _misnamed(rows, events)) is not None:
             return Measurement({}, failure=bad)
         return _measurement(dict(zip(events, rows)), group, stderr)
+
+    def service_counter(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
+        """``perf stat`` on the service's pids (or ``cpus``) for one run, with the group's hardware events."""
+        from perfab.run.backends.perfservice import ServiceCounter
+
+        events = tuple(e for e in group if not e.endswith(("_time", "duration_time")))
+        return ServiceCounter(self.perf, events, scratch, pids=pids, cpus=cpus)
 
     def metric_info(self) -> dict[str, Metric]:
         """Units and directions of every counter and derived metric."""

@@ -1,0 +1,159 @@
+"""One planned run, executed and read: the ``Run`` event of a session's schedule.
+
+The command is the workload's argv with the run's placeholders, behind the
+side's ``wrap`` prefix (with the rusage shim when a wrapper may fork) and
+then the backend's wrapper.  It runs in a scratch directory emptied after
+each run; the backend reads its readings there, the workload's parser its
+output, and a profile recorder its samples when the spec asks for them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from perfab.errors import PerfabError
+from perfab.machine.busy import BusyMeter
+from perfab.plan import PlannedRun
+from perfab.run.around import Around
+from perfab.run.backends import Backend
+from perfab.run.context import SideContext
+from perfab.run.executor import Executor
+from perfab.run.layout import Padding
+from perfab.run.readings import record
+from perfab.run.sides import Sides
+from perfab.run.trampoline import read_rusage, rusage_shim
+from perfab.spec import Experiment, Variant, Workload, expand
+from perfab.store import RunRecord
+
+
+class OneRun:
+    """Executes one planned run in its cell's context and returns its record (not yet stored)."""
+
+    def __init__(self, exp: Experiment, backend: Backend, executor: Executor, sides: Sides, cpus: set[int] | None,
+                 real: bool):
+        self.exp, self.backend, self.executor, self.sides = exp, backend, executor, sides
+        self.groups = backend.groups()  # counter groups, indexed by PlannedRun.group
+        self.cpus = cpus  # experiment.pin, checked
+        self.real = real  # the executor runs real programs (rusage shims apply)
+        self.recorder = _recorder(exp)  # perf record around each run, when the spec asks for profiles
+        self.padding = Padding(exp.variants)  # equal argv and environment bytes on every side
+
+    def measured(self, planned: PlannedRun, workload: Workload, variant: Variant, parse, scratch_root: Path,
+                 ctx: SideContext, busy: BusyMeter | None) -> RunRecord:
+        """One run, with other work on the machine over its window summed (``perfab.machine.busy``)."""
+        if busy is None:
+            return self.run(planned, workload, variant, parse, scratch_root, ctx)
+        busy.start()
+        rec = self.run(planned, workload, variant, parse, scratch_root, ctx)
+        busy.stop(_run_cpu_s(rec))
+        return rec
+
+    def run(self, planned: PlannedRun, workload: Workload, variant: Variant, parse, scratch_root: Path,
+            ctx: SideContext) -> RunRecord:
+        """Execute the run and read it; a service that is gone makes it a failed run that never started."""
+        values = self.sides.values(variant, workload, planned.params)
+        group = self.groups[planned.group]
+        scratch = scratch_root / "run"  # one directory, emptied after each run that wrote to it
+        scratch.mkdir(exist_ok=True)
+        argv, shim = self._argv(workload, variant, values, scratch)
+        started = time.time()
+        if (problem := ctx.service_problem()) is not None:
+            return _not_run(started, problem)
+        backend = self.backend.for_side(variant, workload)
+        around = Around(self.exp, ctx, self._service_counter(ctx, group, scratch), not backend.own_interrupts)
+        if (problem := around.start()) is not None:
+            return _not_run(started, problem)
+        try:
+            inner = self.recorder.wrap(argv, scratch) if self.recorder else argv
+            cwd = self.sides.cwd(workload, values)
+            env = self._padded_env(variant, workload, planned, cwd)
+            ex = self.executor.execute(backend.wrap(inner, scratch, group), env, cwd, workload.timeout_s,
+                                       self.exp.stdout_cap_bytes, self.cpus)
+            measurement = self._measurement(backend, ex, scratch, group)
+            own_rusage = _shim_rusage(scratch / "rusage") if shim else None
+        finally:
+            around.stop_counting()
+            if os.listdir(scratch):
+                shutil.rmtree(scratch, ignore_errors=True)  # next run recreates it
+        return around.finish(record(ex, started, measurement, parse, backend, workload, own_rusage), backend)
+
+    def _padded_env(self, variant: Variant, workload: Workload, planned: PlannedRun, cwd: str | None) -> dict:
+        """The side's environment padded to the widest side's string bytes (``perfab.run.layout``)."""
+        return self.padding.env(variant, workload, planned.params, cwd,
+                                lambda v: self.sides.values(v, workload, planned.params), self.sides.env)
+
+    def _argv(self, workload: Workload, variant: Variant, values: dict[str, str], scratch: Path):
+        """The command: the side's wrap, the workload's rusage shim when a wrap may fork, the workload."""
+        argv = [expand(a, values, f"workload {workload.name!r} argv") for a in workload.argv]
+        if workload.shell:
+            argv = ["/bin/sh", "-c", argv[0]]
+        shim = None
+        if variant.wrap and self.real and not self.backend.wraps_workload:  # a wrapper may fork: rusage inside it
+            shim = rusage_shim(argv, scratch / "rusage")
+            argv = shim or argv
+        return [expand(a, values) for a in variant.wrap] + argv, shim
+
+    def _measurement(self, backend: Backend, ex, scratch: Path, group: tuple[str, ...]):
+        """The backend's readings (and the profile's) for an execution that started."""
+        if ex.error is not None:
+            return None
+        stderr_file = getattr(backend, "stderr_file", None)  # a backend of the older seam reads none
+        if ex.stderr_tail and stderr_file:
+            (scratch / stderr_file).write_bytes(ex.stderr_tail)  # the tool's last words (a signal death)
+        measurement = backend.collect(scratch, group, ex.status)
+        if self.recorder and ex.status == 0:
+            measurement = _with_profile(measurement, self.recorder, scratch)
+        return measurement
+
+    def _service_counter(self, ctx: SideContext, group: tuple[str, ...], scratch: Path):
+        """The backend's counting of the service (its pids or its CPUs) for this run, when the spec asks for it."""
+        svc = ctx.workload.service
+        counter_of = getattr(self.backend, "service_counter", None)  # a backend of the older seam counts none
+        if ctx.service is None or svc is None or not svc.counters or counter_of is None:
+            return None
+        pids = ctx.service.tree.pids() if ctx.service.tree is not None else []
+        return counter_of(group, scratch, pids, svc.cpus if svc.counters == "cpus" else None)
+
+
+def _run_cpu_s(rec: RunRecord) -> float | None:
+    """The CPU time a run used: the measured command's (wait4 rusage) and its service's; None if unknown."""
+    if rec.user_s is None or rec.sys_s is None:
+        return None
+    return rec.user_s + rec.sys_s + rec.metrics.get("service_cpu_s", 0.0)
+
+
+def _shim_rusage(path: Path) -> dict | None:
+    """The workload's own rusage read by perfab-exec --rusage-out inside a wrapper, as rusage metrics."""
+    report = read_rusage(path)
+    if report is None:
+        return None
+    return {"wall_s": report.wall_s, "user_s": report.user_s, "sys_s": report.sys_s, "vcsw": float(report.nvcsw),
+            "ivcsw": float(report.nivcsw),
+            "max_rss_kb": None if report.max_rss_kb is None else float(report.max_rss_kb)}
+
+
+def _not_run(started: float, reason: str) -> RunRecord:
+    """A failed run that never started (its service is gone)."""
+    return RunRecord("failed", reason, started, None, None, None, None, None, None, None, None, False, b"", b"", 0, 0)
+
+
+def _recorder(exp: Experiment):
+    """A perf record wrapper when the spec asks for profiles."""
+    if not exp.measure.profile:
+        return None
+    from perfab.profile import ProfileRecorder
+
+    return ProfileRecorder(exp.measure.profile_event, exp.measure.profile_freq)
+
+
+def _with_profile(measurement, recorder, scratch: Path):
+    """Add the run's per-symbol self shares to the backend's readings (stored apart from the metrics)."""
+    try:
+        shares = recorder.collect(scratch)
+    except PerfabError as e:
+        return replace(measurement, failure=measurement.failure or f"profile: {e}")
+    return replace(measurement, profile=shares)
