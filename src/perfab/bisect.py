@@ -41,7 +41,6 @@ else the point that regressed most from good to bad.
 from __future__ import annotations
 
 import math
-import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -49,6 +48,7 @@ from typing import Callable
 from perfab.analyse.compare import Analysis, Row, compare
 from perfab.analyse.verdicts import Verdict
 from perfab.errors import PerfabError, UsageError
+from perfab.git import git_output, run_git
 from perfab.run.build import BuildError, repository
 from perfab.spec import Experiment, load_spec
 from perfab.store import Store
@@ -335,12 +335,11 @@ def _summary(commit: str, subject: str, row: Row, change: float | None) -> str:
     return f'commit: {commit} ("{subject}")\n{row.workload}.{row.metric}{direction}: {sign}{what}'
 
 
+_FOR = "to bisect a repository's commits"  # what git is needed for, in its not-installed error
+
+
 def _git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        raise UsageError(f"git {' '.join(args)} failed in {repo}: "
-                         f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
-    return done.stdout
+    return git_output(repo, *args, needed_for=_FOR)
 
 
 def _commit(repo: Path, ref: str) -> str:
@@ -361,7 +360,7 @@ def _merged_branch(repo: Path, commit: str) -> list[str]:
 
 def _first_parent_path(repo: Path, good: str, bad: str) -> list[str]:
     """Commits after good up to bad along bad's first parents, oldest first (bad last)."""
-    if subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", good, bad]).returncode != 0:
+    if run_git(repo, "merge-base", "--is-ancestor", good, bad, needed_for=_FOR).returncode != 0:
         raise UsageError(f"{good[:SHORT]} is not an ancestor of {bad[:SHORT]}; --good must come before --bad")
     path = _git(repo, "rev-list", "--first-parent", "--ancestry-path", "--reverse", f"{good}..{bad}").split()
     if not path:

@@ -1,8 +1,8 @@
 """Property-based fuzzing of every workload-output parser and of the perf stat readers.
 
 Property: a parser returns a dict of finite floats or raises ParseError with
-a one-line message, nothing else; ``parse_json`` / ``parse_csv`` /
-``parse_perf_stat`` return rows whose counts are finite (``metric_value``
+a one-line message, nothing else; ``parse_json`` / ``parse_csv``
+return rows whose counts are finite (``metric_value``
 may be perf's own ``nan``) or raise PerfStatParseError.
 
 Inputs: recorded runs (tests/data/<tool>/, tests/data/perf/) damaged by up to
@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from parser_cases import CASES, DATA, recorded
 
 from perfab.parsers import ParsedMetric, ParseError, get_parser
-from perfab.run.backends.perfparse import PerfStatOutput, PerfStatParseError, parse_csv, parse_json, parse_perf_stat
+from perfab.run.backends.perfparse import PerfStatOutput, PerfStatParseError, parse_csv, parse_json
 from perfab.run.backends.perfparse import topdown_rows
 
 FUZZ = settings(derandomize=True, database=None, deadline=None, print_blob=False,
@@ -154,8 +154,7 @@ def test_stress_ng_yaml_damaged(tmp_path_factory, data):
 # --- perf stat readers ---
 
 PERF_FILES = sorted(p for p in (DATA / "perf").iterdir() if p.suffix in (".txt", ".json"))
-READERS = {"parse_json": parse_json, "parse_csv": parse_csv, "parse_csv_semicolon": lambda t: parse_csv(t, ";"),
-           "parse_perf_stat": parse_perf_stat}  # fmt: skip
+READERS = {"parse_json": parse_json, "parse_csv": parse_csv, "parse_csv_semicolon": lambda t: parse_csv(t, ";")}
 
 
 @cache

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from perfab.errors import PerfabError
-from perfab.run.backends.perfparse import PerfStatParseError, parse_csv, parse_json, parse_perf_stat
+from perfab.run.backends.perfparse import PerfStatParseError, parse_csv, parse_json
 from perfab.run.backends.perfstat import OUTPUT_NAME, STDERR_NAME, PerfStatBackend
 
 DATA = Path(__file__).parent.parent / "data" / "perf"
@@ -98,7 +98,7 @@ def test_json_unreadable_line_raised_instead_of_becoming_a_message(line):
 
 
 def test_perf_nan_metric_value_is_still_nan_and_counts_stay_finite():
-    out = parse_perf_stat((DATA / "public_adl_hybrid_json.txt").read_text())
+    out = parse_json((DATA / "public_adl_hybrid_json.txt").read_text())
     assert math.isnan(out.rows[2].metric_value)
     assert all(r.value is None or math.isfinite(r.value) for r in out.rows)
 

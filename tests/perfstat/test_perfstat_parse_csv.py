@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from perfab.run.backends.perfparse import PerfRow, parse_csv, parse_perf_stat, topdown_rows
+from perfab.run.backends.perfparse import PerfRow, parse_csv, parse_json, topdown_rows
 
 DATA = Path(__file__).parent.parent / "data" / "perf"
 
@@ -125,8 +125,8 @@ def test_topdown_fallback_to_default_events_is_detected(name):
     assert out.messages and ("TopdownL1" in out.messages[0] or "syntax error" in out.messages[0])
 
 
-def test_separator_detection_and_auto_format():
+def test_separator_detection_and_both_formats():
     text = (DATA / "sw_csv.txt").read_text().replace(",", ";")
     assert [r.value for r in parse_csv(text).rows] == [10.12, 3.0, 3960.0, 0.0]
-    assert parse_perf_stat((DATA / "sw_csv.txt").read_text()).rows[2].value == 3960.0
-    assert math.isnan(parse_perf_stat((DATA / "public_adl_hybrid_json.txt").read_text()).rows[2].metric_value)
+    assert parse_csv((DATA / "sw_csv.txt").read_text()).rows[2].value == 3960.0
+    assert math.isnan(parse_json((DATA / "public_adl_hybrid_json.txt").read_text()).rows[2].metric_value)

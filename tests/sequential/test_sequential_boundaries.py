@@ -8,10 +8,23 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from perfab.analyse.spending import (boundaries, crossing_probabilities, level_table, nominal, repeated_p,
-                                     spent)
+from perfab.analyse.spending import _Walk, boundaries, level_table, nominal, repeated_p, spent
 
 FIVE = (0.2, 0.4, 0.6, 0.8, 1.0)
+
+
+def crossing_probabilities(c: tuple[float, ...], t: tuple[float, ...]) -> tuple[float, ...]:
+    """P(first |Z_k| >= c_k at look k) under no difference, for given boundaries ``c`` at fractions ``t``."""
+    out, walk = [], None
+    for ck, tk in zip(c, t):
+        b = np.array([ck * math.sqrt(tk)])
+        if walk is None:
+            out.append(nominal(ck))
+            walk = _Walk(tk, b)
+        else:
+            out.append(float(walk.crossing(tk, b)[0]))
+            walk.advance(tk, b)
+    return tuple(out)
 
 
 def test_pocock_type_spending_five_equal_looks_matches_the_published_boundaries():

@@ -18,11 +18,11 @@ still exists.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 from perfab.errors import PerfabError, UsageError
+from perfab.git import run_git
 
 
 class OrderError(PerfabError):
@@ -91,11 +91,4 @@ def _last(text: str) -> str:
 
 
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, timeout=600,
-                              env={**os.environ, "LC_ALL": "C"}, stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise OrderError("git is not installed; install it (apt-get install git) to order sessions by commit") \
-            from None
-    except OSError as e:
-        raise OrderError(f"{cwd}: cannot run git there ({e.strerror})") from None
+    return run_git(cwd, *args, needed_for="to order sessions by commit", error=OrderError)

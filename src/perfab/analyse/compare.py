@@ -52,6 +52,7 @@ from perfab.analyse.verdicts import (Verdict, basis_note, grid_pair, method_for,
                                      verdict)  # (re-exported)
 from perfab.errors import UsageError
 from perfab.metrics import RUSAGE, Metric, resolve
+from perfab.run.backends import DEFAULT, declared
 from perfab.spec import Experiment, MetricSpec, parse_spec
 from perfab.spec.stored import definitions
 from perfab.store import Dataset, Params, Session, Store
@@ -78,7 +79,7 @@ def compare(data: Dataset, spec: Experiment, alpha: float | None = None, confide
         if not (0 < value < 1):
             raise UsageError(f"{label} {value}: must lie strictly between 0 and 1 (e.g. 0.05 and 0.95)")
     idx = _Index(data)
-    backend = data.sessions[-1].backend if data.sessions else "time"
+    backend = _backend(data)  # the class; the Analysis keeps its name
     rows, infos, summaries, metrics = [], [], [], {}
     for workload in spec.workloads:
         shown, hidden, simulated = _metrics(idx, workload, backend, show_all)
@@ -100,7 +101,7 @@ def compare(data: Dataset, spec: Experiment, alpha: float | None = None, confide
         experiment=data.experiment, baseline=spec.baseline,
         variants=tuple(v.name for v in spec.variants if v.name != spec.baseline), rows=tuple(rows),
         workloads=tuple(infos), alpha=alpha, confidence=confidence, fdr=spec.fdr,
-        runs_per_side=idx.runs_per_side(), order=spec.order, backend=backend,
+        runs_per_side=idx.runs_per_side(), order=spec.order, backend=backend.name,
         groups=sessions[-1].groups if sessions else ((),), environment=_side_env(sessions, spec.baseline),
         env_differences=_env_differences(sessions, spec), sessions=len(sessions),
         warnings=tuple(_experiment_warnings(sessions, spec, idx)), notes=idx.notes, spec=spec,
@@ -171,7 +172,12 @@ def _in_grid_order(points: list[Params], workload) -> list[Params]:
     return sorted(points, key=lambda p: grid.get(p, len(grid)))
 
 
-def _metrics(idx: _Index, workload, backend: str, show_all: bool) -> tuple[list[str], list[str], list[str]]:
+def _backend(data: Dataset):
+    """The class of the backend that measured the latest session (the default backend's with none)."""
+    return declared(data.sessions[-1].backend if data.sessions else DEFAULT)
+
+
+def _metrics(idx: _Index, workload, backend, show_all: bool) -> tuple[list[str], list[str], list[str]]:
     """(metrics in the table, parser metrics left out for want of a direction, time figures under valgrind)."""
     declared = [m.name for m in workload.metrics]
     seen = idx.order.get(workload.name, [])
@@ -181,15 +187,15 @@ def _metrics(idx: _Index, workload, backend: str, show_all: bool) -> tuple[list[
             continue
         meta = idx.meta.get((workload.name, m))
         if meta is not None and meta.origin == "parser" and not show_all:
-            if backend == "cachegrind" and meta.kind in ("time", "rate"):
+            if backend.slows_workload and meta.kind in ("time", "rate"):
                 simulated.append(m)
                 continue
             if meta.higher_is_better is None:
                 hidden.append(m)
                 continue
         rest.append(m)
-    # Under valgrind, rusage times the simulator, not the workload: left out unless declared.
-    rusage = [m for m in RUSAGE if m in seen and m not in declared and backend != "cachegrind"]
+    # Under a simulator (valgrind), rusage times the simulator, not the workload: left out unless declared.
+    rusage = [m for m in RUSAGE if m in seen and m not in declared and not backend.simulated]
     return declared + rest + rusage, hidden, simulated
 
 

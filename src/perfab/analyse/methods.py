@@ -348,11 +348,12 @@ class AssumeSequential:
         return sequential_estimate(base, exp, confidence, self.design)
 
 
-METHODS = {m.name: m for m in (AssumeNothing(), AssumeExact(), AssumeNormal(), AssumeSequential())}
+_BY_NAME = {m.name: m for m in (AssumeNothing(), AssumeExact(), AssumeNormal(), AssumeSequential())}
 
 
 def get_method(name: str):
-    return METHODS[name]
+    """The method a spec names (``perfab.spec.schema.METHODS``), or ``sequential`` for ``runs = "auto"``."""
+    return _BY_NAME[name]
 
 
 def _level(confidence: float) -> str:

@@ -112,20 +112,6 @@ class _Walk:
         self.t, self.x = t, y
 
 
-def crossing_probabilities(c: tuple[float, ...], t: tuple[float, ...]) -> tuple[float, ...]:
-    """P(first |Z_k| >= c_k at look k) under no difference, for given boundaries ``c`` at fractions ``t``."""
-    out, walk = [], None
-    for ck, tk in zip(c, t):
-        b = np.array([ck * math.sqrt(tk)])
-        if walk is None:
-            out.append(nominal(ck))
-            walk = _Walk(tk, b)
-        else:
-            out.append(float(walk.crossing(tk, b)[0]))
-            walk.advance(tk, b)
-    return tuple(out)
-
-
 @lru_cache(maxsize=4096)
 def boundaries(t: tuple[float, ...], alpha: float, spending: str = "pocock") -> tuple[float, ...]:
     """Two-sided z boundaries ``c_k`` of looks at increasing information fractions ``t`` (Lan-DeMets).

@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from perfab.errors import UsageError
+from perfab.git import run_git
 
 DEBIAN_TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
 
@@ -130,13 +131,8 @@ def _commit(repo: Path, ref: str) -> str:
     return done.stdout.strip()
 
 
-def _git(repo: Path, *args: str, **kw) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, stdin=subprocess.DEVNULL,
-                              env={**os.environ, "LC_ALL": "C"}, text=kw.pop("text", True), **kw)
-    except FileNotFoundError:
-        raise UsageError("git is not installed; install it (apt-get install git) to build kernels from git refs") \
-            from None
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    return run_git(repo, *args, needed_for="to build kernels from git refs", timeout=None)
 
 
 def _extract(path: Path, kind: str, digest: str, where: Path, cache_root: Path, say) -> None:

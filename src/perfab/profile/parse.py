@@ -73,11 +73,6 @@ class ProfileReport:
         """The sum of all entries' periods."""
         return sum(e.period for e in self.entries)
 
-    @property
-    def total_samples(self) -> int:
-        """The number of samples in the report."""
-        return sum(e.samples for e in self.entries)
-
     def self_shares(self) -> dict[str, float]:
         """Percent of the total period per ``self.<event>:<level>.<symbol>`` key."""
         total = self.total_period

@@ -18,14 +18,14 @@ import time
 from perfab.analyse.history import Change, History, Point, Series
 from perfab.report.numbers import fmt_number, fmt_pct
 from perfab.report.lines import WIDTH, clip as _clip, wrap as _wrap
-from perfab.report.text import _visible
+from perfab.terminal import visible
 
 _MACHINE_KEYS_SHOWN = 4  # settings listed under a change point; JSON has all
 
 
 def render_history(h: History, fmt: str = "text") -> str:
     """JSON, or text for a terminal: control characters from labels and commit subjects shown as \\xNN."""
-    return render_history_json(h) if fmt == "json" else _visible(render_history_text(h))
+    return render_history_json(h) if fmt == "json" else visible(render_history_text(h))
 
 
 def render_history_text(h: History) -> str:

@@ -11,7 +11,6 @@ Everything fits 80 columns.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 from perfab.analyse.compare import Analysis, Row
@@ -20,6 +19,8 @@ from perfab.report.document import Report, Section, document, mark
 from perfab.report.lines import WIDTH, clip as _clip, wrap as _wrap, wrap_all
 from perfab.report.numbers import centers, fmt_delta, fmt_value
 from perfab.report.sweep import sweep_tables
+from perfab.terminal import CONTROL as _CONTROL
+from perfab.terminal import visible as _visible
 
 _SIDE_NAME_MAX = 20  # longer side names are clipped in the normalized table's header
 
@@ -54,14 +55,6 @@ def _section(a: Analysis, section: Section, absolute: bool) -> list[str]:
     if section.problems:
         out += ["", *wrap_all(section.problems)]
     return out + _profile(a, info.name)
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _visible(text: str) -> str:
-    """The report safe for a terminal: control characters from labels or commands (ANSI escapes) shown as \\xNN."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _visible_document(doc: Report) -> Report:

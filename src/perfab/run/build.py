@@ -43,10 +43,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from perfab.errors import PerfabError, UsageError
+from perfab.git import run_git
 from perfab.run.buildcache import aside, content_hash, discard, entry_lock
 from perfab.run.proctree import ProcessTree
-from perfab.run.readings import clean
 from perfab.spec import Experiment, Variant, expand
+from perfab.terminal import visible
 
 CACHE = Path(".perfab") / "cache"
 STAMP = ".perfab-built"
@@ -268,7 +269,7 @@ def _last_line(path: Path) -> str:
     lines = [x for x in lines if not re.match(r"make(\[\d+\])?: (Entering|Leaving) directory", x)]
     errors = [x for x in lines if re.search(r"error|\*\*\*|fatal|not found", x, re.IGNORECASE)]
     chosen = (errors or lines or ["no output"])[-1]
-    return clean(chosen[:160])
+    return visible(chosen[:160])
 
 
 def repository(exp: Experiment) -> Path:
@@ -310,9 +311,4 @@ def _checkout(repo: Path, commit: str, where: Path) -> None:
 
 
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True, timeout=600,
-                              env={**os.environ, "LC_ALL": "C"}, stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise UsageError("git is not installed; install it (apt-get install git) to build sides from git refs") \
-            from None
+    return run_git(cwd, *args, needed_for="to build sides from git refs")

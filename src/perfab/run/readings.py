@@ -15,7 +15,6 @@ every rusage figure is the simulator's.
 from __future__ import annotations
 
 import math
-import re
 import signal
 from dataclasses import replace
 from functools import lru_cache
@@ -26,8 +25,8 @@ from perfab.run.backends import Backend
 from perfab.run.executor import Execution
 from perfab.spec import Workload
 from perfab.store import RunRecord
+from perfab.terminal import visible
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x9b]")
 
 
 def record(ex: Execution, started: float, measurement, parse, backend: Backend, workload: Workload,
@@ -71,7 +70,7 @@ def record(ex: Execution, started: float, measurement, parse, backend: Backend, 
     if reason is None:
         reason = _non_finite(metrics, profile)
     transient = bool(reason) and measurement is not None and measurement.transient and reason == measurement.failure
-    return RunRecord("failed" if reason else "ok", clean(reason) if reason else None, started, ex.wall_s, ex.user_s,
+    return RunRecord("failed" if reason else "ok", visible(reason) if reason else None, started, ex.wall_s, ex.user_s,
                      ex.sys_s, ex.max_rss_kb, ex.nvcsw, ex.nivcsw, ex.exit_code, ex.signal, ex.timed_out, ex.stdout,
                      ex.stderr, ex.stdout_bytes, ex.stderr_bytes, metrics if reason is None else {}, excluded, notes,
                      meta, sources, profile if reason is None else {}, transient)
@@ -147,8 +146,3 @@ def failure(ex: Execution, workload: Workload) -> str | None:
 def interrupted(rec: RunRecord, why: str) -> RunRecord:
     """The record of a run abandoned at a signal: kept, and run again by ``--resume``."""
     return replace(rec, status="interrupted", reason=why, metrics={}, excluded={}, meta={}, sources={}, profile={})
-
-
-def clean(text: str) -> str:
-    """Text from a workload made safe for a terminal: control characters (ANSI escapes) shown as \\xNN."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)

@@ -8,7 +8,8 @@ changed spec: ``parser_only`` checks that nothing else changed, and
 the new parser and stores the result as a new attempt of its planned run
 (the newest attempt counts; the earlier ones stay).  The run's own readings
 (rusage, counters, service, machine) are kept as they were; a run that
-failed to parse had none stored, so under the time backend its rusage is
+failed to parse had none stored, so under a backend whose readings are
+rusage alone (``own_readings`` false: the time backend) its rusage is
 rebuilt from the run's row, and under other backends it is left failed
 (its counters were not kept) and named.  An output cut at
 ``stdout_cap`` is never read again.
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 from perfab.errors import PerfabError
 from perfab.plan import PlannedRun
+from perfab.run.backends import declared
 from perfab.run.readings import parsed_metric
 from perfab.spec import Experiment
 from perfab.spec.stored import parser_only  # noqa: F401 (the runner asks here)
@@ -81,7 +83,7 @@ def _again(store, row: dict, parse, samples: dict, excluded: dict, profile: dict
         return None  # cut at stdout_cap: a parser reading part of it could read the wrong figure
     own = {m: vs for m, vs in samples.items() if vs[1] != "parser"}
     if failed:
-        if backend != "time":
+        if declared(backend).own_readings:
             return None  # its counters were not stored with the failure
         own = _rusage(row)
     reason, metrics, meta, notes = None, {m: v for m, (v, _) in own.items()}, {}, tuple(json.loads(row["notes_json"] or "[]"))

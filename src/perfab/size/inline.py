@@ -25,7 +25,6 @@ import numpy as np
 
 from perfab.errors import ToolError, UsageError
 
-NO_DWARF = "no DWARF: symbol-level diff only"
 TOP_CALLERS = 3  # callers kept per change, largest |delta| first
 
 

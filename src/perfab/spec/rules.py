@@ -160,14 +160,26 @@ def backend_keys(t: dict, at: At) -> None:
 
 
 def perf_counters(backend: str, t: dict, at: At) -> None:
-    """The perf backend needs events to count, and only it reads them."""
-    counters = t.get("counters")
-    if backend == "perf" and not counters:
-        raise at.child("counters").fail("the perf backend needs events to count",
-                                        'add counters = ["task-clock", "context-switches"] or use backend = "time"')
-    if counters and backend != "perf":
-        raise at.child("counters").fail(f"counters are read by the perf backend, not {backend!r}",
-                                        'set backend = "perf" or remove counters')
+    """The keys the chosen backend cannot do without are there (perf's counters), and a list of counters is
+    refused by the other backends only when it lists events."""
+    for need in _backends().declared(backend).required:
+        if not t.get(need.key):
+            raise at.child(need.key).fail(need.problem, need.fix)
+    counter = owner("counters")
+    if t.get("counters") and backend != counter:
+        raise at.child("counters").fail(f"counters are read by the {counter} backend, not {backend!r}",
+                                        f'set backend = "{counter}" or remove counters')
+
+
+def _backends():
+    """The registry of measurement backends (``perfab.run.backends``), asked what each one needs and does.
+
+    The backends live with the runner, a layer above the spec: the registry
+    is loaded when a spec is checked, so that the spec imports nothing above it.
+    """
+    from perfab.run import backends
+
+    return backends
 
 
 # -- the whole experiment -------------------------------------------------------------
@@ -193,13 +205,15 @@ def plan_size(exp: Experiment, at: At) -> None:
 def kernel_sides(exp: Experiment, at: At) -> None:
     """Kernel sides go with the guest backend, every side boots one, and none is external."""
     kernels = [v.kernel is not None for v in exp.variants]
-    guest = exp.measure.backend == "guest"
+    guest = _backends().declared(exp.measure.backend).boots_kernels
     where = At(at.path, "measure.backend")
     if any(kernels) and not guest:
-        raise where.fail("sides with a [variant.kernel] boot a guest for each run", 'set [measure] backend = "guest"')
+        booter = next(b.name for b in _backends().BACKENDS.values() if b.boots_kernels)
+        raise where.fail("sides with a [variant.kernel] boot a guest for each run",
+                         f'set [measure] backend = "{booter}"')
     if guest and not all(kernels):
         side = exp.variants[kernels.index(False)].name
-        raise where.fail(f'"guest" boots each side\'s kernel, and side {side!r} names none',
+        raise where.fail(f'"{exp.measure.backend}" boots each side\'s kernel, and side {side!r} names none',
                          "add a [variant.kernel] table to every side (image = ... or a source to build)")
     if guest and exp.variants[0].external:
         raise At(at.path, "variant.external").fail("a kernel side is booted by perfab, not by the machine",
@@ -226,11 +240,15 @@ def no_shadowed_params(exp: Experiment, at: At) -> None:
 
 
 def service_counters(exp: Experiment, at: At) -> None:
-    """A service's counters are counted with perf stat."""
+    """A service's counters ask for a backend that counts a service (perf, with perf stat)."""
+    if _backends().declared(exp.measure.backend).counts_service:
+        return
     for i, wl in enumerate(exp.workloads):
-        if wl.service is not None and wl.service.counters and exp.measure.backend != "perf":
+        if wl.service is not None and wl.service.counters:
+            counter = next(b for b in _backends().BACKENDS.values() if b.counts_service)
             raise At(at.path, f"workload[{i}].service.counters").fail(
-                "counts with perf stat", 'set [measure] backend = "perf" or remove service.counters')
+                f"counts with {counter.counts_service}",
+                f'set [measure] backend = "{counter.name}" or remove service.counters')
 
 
 BEFORE: dict[str, tuple[Callable[[dict, At], None], ...]] = {

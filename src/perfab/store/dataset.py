@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from perfab.metrics import Metric
-
-Params = tuple[tuple[str, str], ...]  # a sweep point: (parameter, value) pairs in spec order
+from perfab.plan import Params
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ runner releases it or a user takes it over explicitly.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import time
 from dataclasses import asdict, dataclass
@@ -39,10 +38,6 @@ class Owner:
         except (ValueError, KeyError, TypeError):
             return None  # an unreadable claim holds nothing
 
-    def is_me(self) -> bool:
-        me = current()
-        return (self.host, self.boot_id, self.pid, self.start_ticks) == (me.host, me.boot_id, me.pid, me.start_ticks)
-
     def alive(self) -> bool | None:
         """True or False when it can be told from here; None for a claim from another machine or boot."""
         if self.host != socket.gethostname() or self.boot_id != _boot_id():
@@ -52,12 +47,6 @@ class Owner:
     def describe(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.since))
         return f"pid {self.pid} on {self.host} (since {when})"
-
-
-def current() -> Owner:
-    """This process, as a claim."""
-    pid = os.getpid()
-    return Owner(socket.gethostname(), _boot_id(), pid, _start_ticks(pid) or 0, time.time())
 
 
 def _boot_id() -> str:

@@ -28,7 +28,7 @@ Schema history:
 
 from __future__ import annotations
 
-SOURCES = ("rusage", "backend", "parser", "service", "machine")  # where a sample came from
+# samples.source and metric_meta.source: where a sample came from, one of rusage, backend, parser, service, machine
 
 _V1 = """
 CREATE TABLE experiments (

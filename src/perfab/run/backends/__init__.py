@@ -1,66 +1,44 @@
-"""Measurement backends: how a run is measured (see ``base``)."""
+"""Measurement backends: how a run is measured (see ``base``), and the registry of them.
+
+``BACKENDS`` maps each ``[measure] backend`` name to its class; everything
+else in perfab asks a backend (or this registry) instead of testing its name.
+Adding a backend is one module here, one line in ``_CLASSES``, its
+``[measure]`` keys (``perfab.spec.schema.BACKEND_KEYS``) and its tests.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+from perfab.errors import UsageError
+from perfab.run.backends.base import Backend, Measurement, Required, SameForEverySide
+from perfab.run.backends.cachegrind import CachegrindBackend
+from perfab.run.backends.guest import GuestBackend
+from perfab.run.backends.perfstat import PerfStatBackend
+from perfab.run.backends.timing import TimeBackend
 
-from perfab.metrics import Metric
-from perfab.run.backends.base import Backend, Measurement, SameForEverySide
-from perfab.spec import Measure
+_CLASSES = (TimeBackend, PerfStatBackend, CachegrindBackend, GuestBackend)
+BACKENDS: dict[str, type] = {cls.name: cls for cls in _CLASSES}  # name -> backend class, the default first
+DEFAULT = _CLASSES[0].name  # the backend of a spec that names none
 
 
-class TimeBackend(SameForEverySide):
-    """No wrapper: the runner's rusage (wall, user, sys, RSS, switches) is the measurement."""
-
-    name = "time"
-    wraps_workload = False
-
-    def groups(self) -> tuple[tuple[str, ...], ...]:
-        return ((),)
-
-    def wrap(self, argv: list[str], scratch: Path, group: tuple[str, ...]) -> list[str]:
-        return list(argv)
-
-    def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
-        return Measurement({})
-
-    def metric_info(self) -> dict[str, Metric]:
-        return {}
+def declared(name: str) -> type:
+    """The class of backend ``name`` (as a spec or a stored session names it)."""
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise UsageError(f"unknown measurement backend {name!r}: this perfab knows {', '.join(BACKENDS)}; "
+                         "use one of those, or a perfab that knows it") from None
 
 
 def backend_type(name: str) -> type:
-    """The backend class a stored session names (``TimeBackend`` for a name this version does not know)."""
-    if name == "perf":
-        from perfab.run.backends.perfstat import PerfStatBackend
-
-        return PerfStatBackend
-    if name == "cachegrind":
-        from perfab.run.backends.cachegrind import CachegrindBackend
-
-        return CachegrindBackend
-    if name == "guest":
-        from perfab.run.backends.guest import GuestBackend
-
-        return GuestBackend
-    return TimeBackend
+    """The backend class a stored session names, for describing it (the default's for a name this version
+    does not know)."""
+    return BACKENDS.get(name) or BACKENDS[DEFAULT]
 
 
-def make_backend(measure: Measure) -> Backend:
+def make_backend(measure) -> Backend:
     """The backend a spec's ``[measure]`` table asks for."""
-    if measure.backend == "perf":
-        from perfab.run.backends.perfstat import PerfStatBackend
-
-        return PerfStatBackend(list(measure.counters), measure.max_events_per_run)
-    if measure.backend == "cachegrind":
-        from perfab.run.backends.cachegrind import CachegrindBackend
-
-        return CachegrindBackend(l1i=measure.l1i, l1d=measure.l1d, ll=measure.ll,
-                                 callgrind_toggle=measure.callgrind_toggle, branch_sim=measure.branch_sim)
-    if measure.backend == "guest":
-        from perfab.run.backends.guest import GuestBackend
-
-        return GuestBackend(measure)
-    return TimeBackend()
+    return declared(measure.backend).from_measure(measure)
 
 
-__all__ = ["Backend", "Measurement", "TimeBackend", "backend_type", "make_backend"]
+__all__ = ["BACKENDS", "DEFAULT", "Backend", "Measurement", "Required", "SameForEverySide", "TimeBackend",
+           "backend_type", "declared", "make_backend"]

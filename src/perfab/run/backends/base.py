@@ -18,6 +18,14 @@ for every side).
 ``groups()`` lists the counter groups a run can carry; the planner spreads
 the runs of each side over them (seed 000: 10 runs with ``:u``, 10 with
 ``:k``).  Backends without groups return ``((),)``: one empty group.
+
+Besides measuring, a backend class declares what the rest of perfab asks of
+it by name (``DECLARED``), so that nothing outside this package branches on
+a backend's name: the ``[measure]`` keys it cannot do without (the keys it
+reads are in ``perfab.spec.schema.BACKEND_KEYS``), its rusage policy (``wraps_workload``,
+``simulated``, ``slows_workload``, ``own_readings``), whether it counts a
+service and with what, whether its sides boot kernels, and how the report's
+SETUP describes it.  ``perfab.run.backends.BACKENDS`` lists the classes.
 """
 
 from __future__ import annotations
@@ -40,6 +48,28 @@ class Measurement:
     rusage: dict[str, float] = field(default_factory=dict)  # the workload's own user_s/sys_s, read by a wrapper
     profile: dict[str, float] = field(default_factory=dict)  # profile key -> self share, percent of samples
     transient: bool = False  # the failure is a race of the measuring tool, not the workload's: run it again
+
+
+@dataclass(frozen=True)
+class Required:
+    """A ``[measure]`` key a backend cannot do without (absent or empty is refused)."""
+
+    key: str  # the key under [measure]
+    problem: str  # why it is needed, e.g. "the perf backend needs events to count"
+    fix: str  # what to write instead
+
+
+# What every backend class states (the registry's test checks each one states all of them):
+DECLARED = {
+    "name": str,  # the spec's [measure] backend value, stored with each session
+    "required": tuple,  # Required: keys it cannot do without
+    "wraps_workload": bool,  # rusage policy: the executed command is the backend's tool, not the workload
+    "simulated": bool,  # rusage policy: the workload runs in a simulator, no rusage figure is its own
+    "slows_workload": bool,  # rusage policy: the workload's own time and rate figures time the simulator
+    "own_readings": bool,  # it reads more than wait4's rusage (lost with a failed run, which keeps no samples)
+    "boots_kernels": bool,  # every side names a [variant.kernel] that each run boots
+    "counts_service": (str, type(None)),  # what counts a service's processes or CPUs (service_counter), or None
+}
 
 
 class Backend(Protocol):
@@ -80,6 +110,11 @@ class Backend(Protocol):
         ...
 
     @classmethod
+    def from_measure(cls, measure) -> "Backend":
+        """The backend a spec's ``[measure]`` table asks for."""
+        ...
+
+    @classmethod
     def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
         """What a run of this backend counts, for a report's SETUP (``groups``: the stored counter groups)."""
         ...
@@ -92,11 +127,22 @@ class Backend(Protocol):
 RUSAGE_COUNTED = "wall/user/sys time, max RSS, context switches (wait4 rusage)"  # what the runner reads itself
 
 
-class SameForEverySide:
+class Declares:
+    """The defaults of every backend's methods that answer declarations (not the declarations themselves)."""
+
+    counts_service: str | None
+
+    def service_counter(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
+        """Nothing counts the service: its CPU time and I/O are read from /proc all the same."""
+        return None
+
+
+class SameForEverySide(Declares):
     """The defaults of a backend that measures every side alike on this machine."""
 
     own_interrupts = False  # measure.interrupts are this machine's, read around the run
     simulated = False  # the workload runs on this machine's CPU: its rusage is its own
+    boots_kernels = False  # the sides run on this machine's kernel
     stderr_file = None  # collect reads no stderr of the run
 
     def prepare(self, variants: tuple, say) -> None:
@@ -115,7 +161,3 @@ class SameForEverySide:
     def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
         """The runner's own readings: rusage from ``wait4``."""
         return RUSAGE_COUNTED
-
-    def service_counter(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
-        """Nothing counts the service: its CPU time and I/O are read from /proc all the same."""
-        return None

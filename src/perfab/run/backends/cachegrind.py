@@ -120,8 +120,20 @@ class CachegrindBackend(SameForEverySide):
     """Instruction and cache-miss counts from valgrind's cache simulator."""
 
     name = "cachegrind"
+    required = ()
     wraps_workload = True
     simulated = True  # valgrind's rusage is the simulator's, never the workload's
+    slows_workload = True  # the workload's own time and rate figures time valgrind's simulated CPU
+    own_readings = True  # the counts
+    counts_service = None
+
+    @classmethod
+    def from_measure(cls, measure) -> "CachegrindBackend":
+        """The cache geometry, toggle and branch simulation of ``[measure]``."""
+        return cls(l1i=measure.l1i, l1d=measure.l1d, ll=measure.ll, callgrind_toggle=measure.callgrind_toggle,
+                   branch_sim=measure.branch_sim)
+
+
 
     @classmethod
     def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from perfab.errors import UsageError
 from perfab.metrics import GUEST_CLOCKS, Metric, resolve
-from perfab.run.backends.base import Measurement
+from perfab.run.backends.base import Declares, Measurement
 from perfab.run.backends.cache_geometry import parse_level
 from perfab.spec import Measure, Variant, Workload
 
@@ -42,13 +42,24 @@ _COUNTS = {  # the launcher's count -> metric name
 }
 
 
-class GuestBackend:
+class GuestBackend(Declares):
     """Boots the side's kernel for every run; see the module docstring."""
 
     name = "guest"
+    required = ()
     wraps_workload = True  # the executed command is the launcher: wait4's rusage is QEMU's
     own_interrupts = True  # measure.interrupts are read inside the guest
     simulated = True  # rusage of the launcher says nothing about the workload
+    slows_workload = False  # its wall time is stored as emulated_wall_s and judged as such
+    own_readings = True  # the plugin's counts and the in-guest counters
+    boots_kernels = True
+    counts_service = None
+
+    @classmethod
+    def from_measure(cls, measure: Measure) -> "GuestBackend":
+        """The guest's size, accelerator and readings from ``[measure]``."""
+        return cls(measure)
+
 
     @classmethod
     def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:

@@ -95,13 +95,6 @@ class PerfStatOutput:
         return tuple(r for r in self.rows if r.event)
 
 
-def parse_perf_stat(text: str) -> PerfStatOutput:
-    """Parse ``perf stat -j`` or ``-x SEP`` output, whichever ``text`` is."""
-    if any(line.lstrip().startswith("{") for line in text.splitlines()):
-        return parse_json(text)
-    return parse_csv(text)
-
-
 def parse_csv(text: str, sep: str | None = None) -> PerfStatOutput:
     """Parse ``perf stat -x SEP`` output; ``sep=None`` picks ``;`` or ``,``, whichever finds more counters.
 

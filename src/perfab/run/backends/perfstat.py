@@ -38,7 +38,7 @@ from pathlib import Path
 
 from perfab.errors import UsageError
 from perfab.metrics import Metric, resolve
-from perfab.run.backends.base import Measurement, SameForEverySide
+from perfab.run.backends.base import Measurement, Required, SameForEverySide
 from perfab.run.backends.perfderived import derived_names, derived_metrics
 from perfab.run.backends.perfparse import PerfRow, PerfStatParseError, parse_json
 from perfab.run.backends.perfsched import check_events, schedule_groups, split_modifiers
@@ -53,7 +53,12 @@ class PerfStatBackend(SameForEverySide):
     """Counts hardware and software events with ``perf stat``; see the module docstring."""
 
     name = "perf"
-    wraps_workload = True
+    required = (Required("counters", "the perf backend needs events to count",
+                         'add counters = ["task-clock", "context-switches"] or use backend = "time"'),)
+    wraps_workload = True  # perf stat is what runs: wall time kept, user/sys as perf reports the workload's
+    slows_workload = False
+    own_readings = True  # the counts
+    counts_service = "perf stat"  # a second perf stat on the service's pids or CPUs (perfservice)
     stderr_file = STDERR_NAME  # perf's last words (a signal death) are read from the run's stderr
 
     @classmethod
@@ -71,6 +76,15 @@ class PerfStatBackend(SameForEverySide):
             self._groups: tuple[tuple[str, ...], ...] = (tuple(counters),)
         else:
             self._groups = schedule_groups(self.counters, max_events_per_run)
+
+    @classmethod
+    def from_measure(cls, measure) -> "PerfStatBackend":
+        """The counters of ``[measure]``, grouped within ``max_events_per_run``."""
+        return cls(list(measure.counters), measure.max_events_per_run)
+
+
+        events = tuple(e for e in group if not e.endswith(("_time", "duration_time")))
+        return ServiceCounter(self.perf, events, scratch, pids=pids, cpus=cpus)
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         """The counter groups; one group with every counter when no budget was given."""

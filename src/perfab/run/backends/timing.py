@@ -1,0 +1,37 @@
+"""The ``time`` backend: nothing wraps the workload; the runner's ``wait4`` rusage is the measurement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perfab.metrics import Metric
+from perfab.run.backends.base import Measurement, SameForEverySide
+
+
+class TimeBackend(SameForEverySide):
+    """No wrapper: the runner's rusage (wall, user, sys, RSS, switches) is the measurement."""
+
+    name = "time"
+    required = ()
+    wraps_workload = False  # wait4 reports the workload itself
+    slows_workload = False
+    own_readings = False  # a failed run's row holds every reading (its rusage)
+    counts_service = None
+
+    @classmethod
+    def from_measure(cls, measure) -> "TimeBackend":
+        """Nothing in ``[measure]`` configures it."""
+        return cls()
+
+
+    def groups(self) -> tuple[tuple[str, ...], ...]:
+        return ((),)
+
+    def wrap(self, argv: list[str], scratch: Path, group: tuple[str, ...]) -> list[str]:
+        return list(argv)
+
+    def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
+        return Measurement({})
+
+    def metric_info(self) -> dict[str, Metric]:
+        return {}

@@ -1,0 +1,155 @@
+"""Backends are complete plugins: each declares what the rest of perfab asks of it, and nothing else
+branches on a backend's name.
+
+The registry (``perfab.run.backends.BACKENDS``) is listed, and every class in
+it is checked for each declaration in ``base.DECLARED``; it and the spec's
+``[measure]`` keys by backend (``perfab.spec.schema.BACKEND_KEYS``) name the
+same backends; the spec's rules, the analysis and the report are shown to
+follow the declarations.  The source of the package
+outside ``run/backends/`` is read with ``ast`` for comparisons with a backend
+name (a literal grep would also find ``perf`` the profiler and ``guest`` the
+kallsyms source, which are not backends).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import perfab
+import perfab.run.backends as registry
+from perfab.errors import SpecError, UsageError
+from perfab.run.backends.base import DECLARED, Declares
+from perfab.spec import parse_spec
+from perfab.spec.schema import BACKEND_KEYS
+
+ROOT = Path(perfab.__file__).parent
+SPEC = """
+[experiment]
+name = "x"
+runs = 2
+[[variant]]
+name = "a"
+[[variant]]
+name = "b"
+[[workload]]
+name = "w"
+argv = ["true"]
+[measure]
+"""
+
+
+def test_the_registry_lists_every_backend_by_its_name_with_the_default_first():
+    assert list(registry.BACKENDS)[0] == registry.DEFAULT
+    assert all(name == cls.name for name, cls in registry.BACKENDS.items())
+    assert set(registry.BACKENDS) >= {"time", "perf", "cachegrind", "guest"}
+
+
+@pytest.mark.parametrize("name", sorted(registry.BACKENDS))
+def test_each_backend_declares_everything(name):
+    cls = registry.BACKENDS[name]
+    for attr, kind in DECLARED.items():
+        assert hasattr(cls, attr), f"backend {name!r} does not declare {attr}"
+        assert isinstance(getattr(cls, attr), kind), f"backend {name!r}: {attr} is not {kind}"
+    for method in ("from_measure", "counted", "groups", "wrap", "collect", "metric_info", "prepare", "for_side",
+                   "plan_lines", "service_counter"):
+        assert callable(getattr(cls, method, None)), f"backend {name!r} has no {method}"
+    assert "from_measure" in vars(cls), f"{name!r} must say how a spec makes it"
+    assert isinstance(cls.counted((("cycles", "instructions"),)), str) and cls.counted(((),))
+    # the keys it cannot do without are its own [measure] keys
+    own = {k.name for k in BACKEND_KEYS[name].keys}
+    assert all(r.key in own and r.problem and r.fix for r in cls.required)
+    # a backend counts a service exactly when it says with what
+    assert (cls.service_counter is not Declares.service_counter) == (cls.counts_service is not None)
+
+
+def test_the_registry_and_the_spec_name_the_same_backends():
+    assert list(registry.BACKENDS) == list(BACKEND_KEYS)
+
+
+def test_every_backend_class_in_the_package_is_registered():
+    """A new backend module whose class is not in the registry would never be chosen."""
+    package = Path(registry.__file__).parent
+    found = set()
+    for info in pkgutil.iter_modules([str(package)]):
+        module = importlib.import_module(f"perfab.run.backends.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, type) and value.__module__ == module.__name__ and isinstance(
+                    vars(value).get("name"), str) and "wrap" in vars(value) and "groups" in vars(value):
+                found.add(value)
+    assert found and found <= set(registry.BACKENDS.values()), found - set(registry.BACKENDS.values())
+
+
+def test_an_unknown_stored_backend_is_a_one_line_error():
+    with pytest.raises(UsageError, match="unknown measurement backend 'nope'.*knows time"):
+        registry.declared("nope")
+
+
+def test_the_spec_asks_the_backend_whether_it_counts_a_service(monkeypatch):
+    service = '[workload.service]\nargv = ["sleep", "9"]\ncounters = "pids"\n'
+    text = SPEC.replace("[measure]\n", service + "[measure]\n")
+    with pytest.raises(SpecError, match=r'workload\[0\].service.counters: counts with perf stat; '
+                                        r'set \[measure\] backend = "perf" or remove service.counters'):
+        parse_spec(text, "s.toml")
+    monkeypatch.setattr(registry.BACKENDS["time"], "counts_service", "a counter of its own")
+    assert parse_spec(text, "s.toml").workloads[0].service.counters == "pids"
+
+
+def test_the_spec_asks_the_backend_whether_its_sides_boot_kernels(monkeypatch):
+    kernel = '[variant.kernel]\nimage = "/boot/vmlinuz"\n'
+    text = SPEC.replace('name = "a"\n', 'name = "a"\n' + kernel).replace('name = "b"\n', 'name = "b"\n' + kernel)
+    with pytest.raises(SpecError, match='boot a guest for each run; set \\[measure\\] backend = "guest"'):
+        parse_spec(text, "s.toml")
+    monkeypatch.setattr(registry.BACKENDS["time"], "boots_kernels", True)
+    assert parse_spec(text, "s.toml").variants[0].kernel is not None
+
+
+def test_the_report_asks_the_backend_what_it_counted(monkeypatch):
+    from perfab.report.document import counted
+
+    class Stored:  # the two fields counted() reads of an Analysis
+        backend, groups = "perf", (("cycles", "instructions"), ("branches",))
+
+    assert counted(Stored()) == "perf stat, one group per run: cycles,instructions | branches"
+    monkeypatch.setattr(registry.BACKENDS["perf"], "counted", classmethod(lambda cls, groups: "its own words"))
+    assert counted(Stored()) == "its own words"
+
+
+def _branches_on_a_backend_name(tree: ast.AST, names: set[str]) -> list[str]:
+    """Comparisons of something named ``backend`` with a backend name, and literal collections of names."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            consts = {o.value for o in ast.walk(node) if isinstance(o, ast.Constant) and isinstance(o.value, str)}
+            if consts & names and "backend" in ast.unparse(node).lower():
+                out.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            values = {e.value for e in node.elts if isinstance(e, ast.Constant)}
+            if len(values & names) >= 2:
+                out.append(f"{node.lineno}: {ast.unparse(node)}")
+    return out
+
+
+def test_no_module_outside_the_backends_branches_on_a_backend_name():
+    names = set(registry.BACKENDS)
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if (ROOT / "run" / "backends") in path.parents:
+            continue
+        hits = _branches_on_a_backend_name(ast.parse(path.read_text()), names)
+        found += [f"{path.relative_to(ROOT)}:{hit}" for hit in hits]
+    assert not found
+
+
+def test_the_name_check_sees_what_the_old_code_did():
+    """The check fails on the tests the modules used to make (and not on perf the profiler)."""
+    names = set(registry.BACKENDS)
+    old = ('if a.backend == "perf": pass\n'
+           'rusage = [m for m in seen if backend != "cachegrind"]\n'
+           'BACKENDS = ("time", "perf", "cachegrind", "guest")\n')
+    assert len(_branches_on_a_backend_name(ast.parse(old), names)) == 3
+    assert not _branches_on_a_backend_name(ast.parse('cmd = ["perf", "record"]\nok = symbols == "guest"\n'), names)

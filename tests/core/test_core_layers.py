@@ -1,0 +1,181 @@
+"""The package's import graph has no cycle: between modules, or between layers.
+
+A layer is a top-level module or subpackage of ``perfab`` (``perfab.spec``,
+``perfab.run``, ``perfab.plan``...).  Only module-level imports count: they
+run when a module is loaded, so a cycle among them makes the load order
+matter.  An import inside a function runs at its call (the rare upward
+call), and one under ``if TYPE_CHECKING`` never runs.  Importing
+``a.b.c`` also loads ``a`` and ``a.b``, so it counts as an import of each.
+
+The graph is read from the source with ``ast``, whatever modules exist, so a
+new module is checked as soon as it is written.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import perfab
+
+ROOT = Path(perfab.__file__).parent
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its own name)."""
+    out = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = ("perfab", *path.relative_to(ROOT).with_suffix("").parts)
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _top_level_imports(tree: ast.Module):
+    """The import statements that run when the module loads (not in functions or classes' methods)."""
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If):
+            if "TYPE_CHECKING" not in ast.unparse(node.test):
+                stack += node.body + node.orelse
+        elif isinstance(node, ast.Try):
+            stack += node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body]
+        elif isinstance(node, (ast.With, ast.ClassDef)):
+            stack += [s for s in node.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def _targets(name: str, node, mods: dict[str, Path]) -> list[str]:
+    """The package modules one import statement names (a name that is not a module counts as its module)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    base = name if mods[name].name == "__init__.py" else name.rpartition(".")[0]
+    for _ in range(node.level - 1):
+        base = base.rpartition(".")[0]
+    target = (f"{base}.{node.module}" if node.module else base) if node.level else node.module
+    return [f"{target}.{a.name}" if f"{target}.{a.name}" in mods else target for a in node.names]
+
+
+def _loaded(target: str, importer: str, mods: dict[str, Path]) -> set[str]:
+    """The package modules an import of ``target`` loads: it and its parent packages."""
+    while target and target not in mods:
+        target = target.rpartition(".")[0]
+    out = set()
+    while target and target != importer and not importer.startswith(target + "."):
+        out.add(target)
+        target = target.rpartition(".")[0]
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it loads at module level."""
+    mods = modules()
+    graph = {}
+    for name, path in mods.items():
+        edges: set[str] = set()
+        for node in _top_level_imports(ast.parse(path.read_text(), str(path))):
+            for target in _targets(name, node, mods):
+                edges |= _loaded(target, name, mods)
+        graph[name] = edges
+    return graph
+
+
+def layer(module: str) -> str:
+    """``perfab.run.backends.base`` -> ``perfab.run``."""
+    return ".".join(module.split(".")[:2])
+
+
+def layer_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The same graph with each layer as one node (edges within a layer dropped)."""
+    out: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        out.setdefault(layer(module), set()).update(layer(t) for t in targets if layer(t) != layer(module))
+    return out
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one node (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def _path(graph: dict[str, set[str]], component: list[str]) -> str:
+    """One cycle through the component, for the failure message: a -> b -> a."""
+    members, start = set(component), component[0]
+    seen, trail = {start: None}, [start]
+    while trail:
+        node = trail.pop(0)
+        for nxt in sorted(graph[node] & members):
+            if nxt == start:
+                chain = [node]
+                while seen[chain[-1]] is not None:
+                    chain.append(seen[chain[-1]])
+                return " -> ".join([*reversed(chain), start])
+            if nxt not in seen:
+                seen[nxt] = node
+                trail.append(nxt)
+    return " ".join(component)
+
+
+def test_no_module_imports_another_that_imports_it_back():
+    graph = import_graph()
+    assert not [_path(graph, c) for c in cycles(graph)]
+
+
+def test_no_layer_imports_a_layer_that_imports_it_back():
+    graph = layer_graph(import_graph())
+    assert not [_path(graph, c) for c in cycles(graph)]
+
+
+def test_the_checker_finds_a_cycle_and_its_path():
+    """The check itself: a three-layer loop is found and spelled out; a chain is not a cycle."""
+    loop = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(loop) == [["a", "b", "c"]]
+    assert _path(loop, ["a", "b", "c"]) == "a -> b -> c -> a"
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_the_graph_sees_module_level_imports_and_not_function_level_ones():
+    graph = import_graph()
+    # the runner imports perfab.run.backends.base's package at module level, and perfab.run.backends with it
+    assert {"perfab.run.backends", "perfab.store", "perfab.errors"} <= graph["perfab.run.runner"]
+    # the CLI imports the runner inside its commands only
+    assert "perfab.run.runner" not in graph["perfab.cli"]
+    assert layer("perfab.run.backends.base") == "perfab.run"
