@@ -351,6 +351,11 @@ class AssumeSequential:
 _BY_NAME = {m.name: m for m in (AssumeNothing(), AssumeExact(), AssumeNormal(), AssumeSequential())}
 
 
+def method_names() -> tuple[str, ...]:
+    """Every method a report row may name: the spec's three and ``sequential``."""
+    return tuple(_BY_NAME)
+
+
 def get_method(name: str):
     """The method a spec names (``perfab.spec.schema.METHODS``), or ``sequential`` for ``runs = "auto"``."""
     return _BY_NAME[name]
