@@ -72,10 +72,61 @@ def behaviour(seed: int):
 
 
 def build(db: Path, runs: int, per_session: int) -> None:
+    """A store of ``runs`` runs: a few sessions run by the runner, the rest copied from them in SQL.
+
+    Runner sessions cost about a millisecond per run, so only ``TEMPLATES`` of them are run; each further
+    session copies one of them (its spec, plan and runs) with every sample moved by a uniform jitter of
+    up to 1% (whole counts stay whole) and its start an hour later, so sessions differ as nightly ones do."""
+    sessions = max(1, runs // (2 * per_session))
     with Store(db) as store:
-        for s in range(max(1, runs // (2 * per_session))):
+        for s in range(min(sessions, TEMPLATES)):
             spec = parse_spec(SPEC.format(runs=per_session, seed=s + 1))
             Runner(spec, store, TimeBackend(), FakeExecutor(behaviour(s)), {}).run()
+    if sessions > TEMPLATES:
+        copy_sessions(db, sessions - TEMPLATES)
+
+
+TEMPLATES = 10  # sessions the runner runs; the rest are copies of them (``build``)
+
+
+def copy_sessions(db: Path, copies: int) -> None:
+    """Append ``copies`` sessions to ``db``, copy k of template session k mod TEMPLATES + 1 (ids by offset)."""
+    import sqlite3
+
+    con = sqlite3.connect(db, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=OFF")
+    con.execute("PRAGMA foreign_keys=OFF")
+    plans = con.execute("SELECT count(*) FROM planned_runs WHERE session_id = 1").fetchone()[0]
+    runs = con.execute("SELECT count(*) FROM runs r JOIN planned_runs p ON p.id = r.planned_id "
+                       "WHERE p.session_id = 1").fetchone()[0]
+    if con.execute("SELECT count(*) FROM runs").fetchone()[0] != runs * TEMPLATES:
+        raise SystemExit("template sessions were retried: their runs are not numbered by offset")
+    jitter = "(1 + (abs(random()) % 20001 - 10000) / 1e6)"
+    con.execute("BEGIN")
+    con.execute("CREATE TEMP TABLE k (k INTEGER PRIMARY KEY, src INTEGER NOT NULL)")
+    con.executemany("INSERT INTO k VALUES (?, ?)", [(TEMPLATES + i, i % TEMPLATES) for i in range(copies)])
+    cols = ("experiment_id, started_at, finished_at, status, side, spec_path, spec_text, spec_hash, backend, "
+            "groups_json, environment_json, owner, host, sources_json, stop_reason")
+    sel = cols.replace("started_at", "started_at + 3600 * (k.k - k.src)").replace(
+        "finished_at", "finished_at + 3600 * (k.k - k.src)")
+    con.execute(f"INSERT INTO sessions (id, {cols}) SELECT k.k + 1, {sel} FROM k JOIN sessions s "
+                "ON s.id = k.src + 1 ORDER BY k.k")
+    con.execute("INSERT INTO planned_runs (id, session_id, seq, workload, variant, grp, warmup, block, params_json) "
+                f"SELECT p.id + {plans} * (k.k - k.src), k.k + 1, p.seq, p.workload, p.variant, p.grp, p.warmup, "
+                "p.block, p.params_json FROM k JOIN planned_runs p ON p.session_id = k.src + 1 ORDER BY k.k, p.seq")
+    rcols = ("attempt, status, reason, wall_s, user_s, sys_s, max_rss_kb, nvcsw, nivcsw, exit_code, signal, "
+             "timed_out, stdout, stderr, stdout_bytes, stderr_bytes, notes_json")
+    con.execute(f"INSERT INTO runs (id, planned_id, started_at, {rcols}) SELECT r.id + {runs} * (k.k - k.src), "
+                f"r.planned_id + {plans} * (k.k - k.src), r.started_at + 3600 * (k.k - k.src), {rcols} "
+                "FROM k JOIN planned_runs p ON p.session_id = k.src + 1 JOIN runs r ON r.planned_id = p.id "
+                "ORDER BY k.k, r.id")
+    con.execute(f"INSERT INTO samples (run_id, metric, value, source) SELECT sa.run_id + {runs} * (k.k - k.src), "
+                f"sa.metric, CASE WHEN sa.value = round(sa.value) THEN round(sa.value * {jitter}) "
+                f"ELSE sa.value * {jitter} END, sa.source FROM k JOIN planned_runs p ON p.session_id = k.src + 1 "
+                "JOIN runs r ON r.planned_id = p.id JOIN samples sa ON sa.run_id = r.id ORDER BY k.k, sa.run_id")
+    con.execute("COMMIT")
+    con.close()
 
 
 def child(src: Path, argv: list[str], timeout: float) -> tuple[float, int, bytes, str | None]:
