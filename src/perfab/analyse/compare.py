@@ -48,11 +48,13 @@ from perfab.analyse.methods import ABSOLUTE, Estimate, get_method, min_detectabl
 from perfab.analyse.multiplicity import holm_weights
 from perfab.analyse.names import LABELS, RUSAGE_LABELS
 from perfab.analyse.pooling import pooled_warnings
+from perfab.analyse.sampleview import SampleView
 from perfab.analyse.summary import Summary, summarize
 from perfab.analyse.verdicts import basis_note, grid_pair, method_for, serial_widening, verdict  # noqa: F401 (re-exported)
 from perfab.errors import UsageError
 from perfab.spec import Experiment, MetricSpec, parse_spec
 from perfab.store import Dataset, MetricMeta, Params, Session, Store
+from perfab.store.columns import groups
 
 
 def analyse(store: Store, name: str | None = None, alpha: float | None = None, confidence: float | None = None,
@@ -119,9 +121,9 @@ class _Index:
         first: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
         order = t.order
         for rank, (metric, s) in enumerate(data.samples.items()):
-            keep = self.measured[s.rows] & ~_excluded(data, s.rows, metric)
+            keep = self.measured[s.rows] & ~data.excluded_mask(s.rows, metric)
             rows, values = s.rows[keep], s.values[keep]
-            for group in _groups(_side_key(t, rows)):
+            for group in groups(t.side_key(rows)):
                 r = int(rows[group[0]])
                 by_time = group[np.argsort(order[rows[group]], kind="stable")]
                 self.series[(t.workload[r], t.params[r], t.variant[r], metric)] = \
@@ -142,9 +144,10 @@ class _Index:
     def points(self, workload: str) -> list[Params]:
         return self._points.get(workload) or [()]
 
-    def values(self, workload: str, point: Params, variant: str, metric: str) -> tuple[np.ndarray, tuple[int, ...]]:
+    def values(self, workload: str, point: Params, variant: str, metric: str) -> tuple[np.ndarray, SampleView]:
+        """(the values, the position in time of each) of one side's runs, in run order."""
         order, values = self.series.get((workload, point, variant, metric), (np.zeros(0, np.int64), np.zeros(0)))
-        return values, tuple(order.tolist())
+        return values, SampleView(order)
 
     def runs_per_side(self) -> dict[str, int]:
         t = self.data.table
@@ -164,29 +167,6 @@ class _Index:
         command = workload.argv[0] if workload.shell else " ".join(workload.argv)
         return WorkloadInfo(workload.name, command, dict(failed), dict(excluded), hidden=hidden,
                             simulated=simulated, params=tuple(n for n, _ in workload.params))
-
-
-def _side_key(t, rows: np.ndarray) -> np.ndarray:
-    """One integer per (workload, point, variant) of each row."""
-    n_p, n_v = len(t.params.levels) or 1, len(t.variant.levels) or 1
-    return (t.workload.codes[rows].astype(np.int64) * n_p + t.params.codes[rows]) * n_v + t.variant.codes[rows]
-
-
-def _groups(key: np.ndarray) -> list[np.ndarray]:
-    """Positions of each distinct key, each group in position order."""
-    if len(key) == 0:
-        return []
-    by_key = np.argsort(key, kind="stable")
-    starts = np.flatnonzero(np.diff(key[by_key], prepend=-1))
-    return np.split(by_key, starts[1:])
-
-
-def _excluded(data: Dataset, rows: np.ndarray, metric: str) -> np.ndarray:
-    """Mask of the rows whose run excluded ``metric`` (exclusions are few: looked up per run)."""
-    ids = [rid for rid, per in data.excluded.items() if metric in per]
-    if not ids:
-        return np.zeros(len(rows), dtype=bool)
-    return np.isin(data.table.run_id[rows], np.array(ids, dtype=np.int64))
 
 
 def _rows_of(t, by_run: dict, mask: np.ndarray) -> np.ndarray:
@@ -271,7 +251,7 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
     exp, exp_order = idx.values(workload, point, variant, metric)
     common = dict(workload=workload, metric=metric, label=label, variant=variant, unit=unit, higher_is_better=hib,
                   primary=bool(decl and decl.primary), margin=margin, n_base=len(base), n_exp=len(exp),
-                  base_values=tuple(base), exp_values=tuple(exp), params=point, source=meta.source,
+                  base_values=SampleView(base), exp_values=SampleView(exp), params=point, source=meta.source,
                   base_order=base_order, exp_order=exp_order)
     none = dict(estimate=None, q=None, cv_base=None, cv_exp=None, mde=None)
     if decl is not None and decl.check is not None:

@@ -80,6 +80,12 @@ class RunTable:
         kw = {f: getattr(self, f) for f in self.__dataclass_fields__}
         return RunTable(**{f: v.take(index) if isinstance(v, Coded) else v[index] for f, v in kw.items()})
 
+    def side_key(self, rows: np.ndarray) -> np.ndarray:
+        """One integer per (workload, point, variant) of each of ``rows``."""
+        n_p, n_v = len(self.params.levels) or 1, len(self.variant.levels) or 1
+        return (self.workload.codes[rows].astype(np.int64) * n_p + self.params.codes[rows]) * n_v \
+            + self.variant.codes[rows]
+
     def row(self, i: int) -> tuple:
         """The fields of row ``i`` as Python values, in ``RunInfo``'s order."""
         return (int(self.run_id[i]), int(self.session[i]), int(self.seq[i]), int(self.attempt[i]),
@@ -93,6 +99,15 @@ class Samples:
 
     rows: np.ndarray  # int64: rows of the RunTable
     values: np.ndarray  # float64: the stored values (nan where the store held something not a number)
+
+
+def groups(key: np.ndarray) -> list[np.ndarray]:
+    """The positions of each distinct key (keys ascending), each group in position order."""
+    if len(key) == 0:
+        return []
+    by_key = np.argsort(key, kind="stable")
+    starts = np.flatnonzero(np.diff(key[by_key], prepend=-1))
+    return np.split(by_key, starts[1:])
 
 
 _RUN_FIELDS = ("run_id", "session", "seq", "attempt", "workload", "variant", "params", "group", "warmup", "block",
@@ -134,37 +149,37 @@ def _dtype(name: str):
 
 def read_samples(rows: Iterable[Sequence], table: RunTable) -> dict[str, Samples]:
     """metric -> Samples from rows of (run id, metric, value); runs not in ``table`` (earlier attempts) are
-    left out.  Metrics come in name order."""
-    ids, metrics, values = [], [], []
-    seen: dict[str, int] = {}
+    left out.  Each chunk is split by metric as it comes, so no more than the columns is ever held.
+    Metrics come in name order."""
+    sorter = np.argsort(table.run_id, kind="stable")
+    ids = table.run_id[sorter]
+    parts: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
     for chunk in _chunks(rows):
         rid, metric, value = zip(*chunk)
-        ids.append(np.array(rid, dtype=np.int64))
-        metrics.append(np.array([seen.setdefault(m, len(seen)) for m in metric], dtype=np.int32))
-        values.append(_floats(value))
-    if not ids:
-        return {}
-    rid, code, value = np.concatenate(ids), np.concatenate(metrics), np.concatenate(values)
-    row, counted = rows_of(table.run_id, rid)
-    row, code, value = row[counted], code[counted], value[counted]
+        row, counted = _rows_of(ids, sorter, np.array(rid, dtype=np.int64))
+        values = _floats(value)
+        seen: dict[str, int] = {}
+        codes = np.array([seen.setdefault(m, len(seen)) for m in metric], dtype=np.int32)
+        for name, code in seen.items():
+            mine = (codes == code) & counted
+            parts.setdefault(name, []).append((row[mine], values[mine]))
     out = {}
-    for name in sorted(seen):
-        mine = code == seen[name]
-        if not mine.any():
-            continue
-        order = np.argsort(row[mine], kind="stable")
-        out[name] = Samples(row[mine][order], value[mine][order])
+    for name in sorted(parts):
+        got = parts.pop(name)
+        at, values = np.concatenate([r for r, _ in got]), np.concatenate([v for _, v in got])
+        if len(at):
+            order = np.argsort(at, kind="stable")
+            out[name] = Samples(at[order], values[order])
     return out
 
 
-def rows_of(run_ids: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(table row of each wanted run id, mask of those the table holds)."""
-    if len(run_ids) == 0:
+def _rows_of(ids: np.ndarray, sorter: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(table row of each wanted run id, mask of those the table holds); ``ids`` are the table's run ids
+    sorted, ``sorter`` the rows in that order."""
+    if len(ids) == 0:
         return np.zeros(len(wanted), dtype=np.int64), np.zeros(len(wanted), dtype=bool)
-    sorter = np.argsort(run_ids, kind="stable")
-    pos = np.minimum(np.searchsorted(run_ids, wanted, sorter=sorter), len(run_ids) - 1)
-    row = sorter[pos]
-    return row, run_ids[row] == wanted
+    pos = np.minimum(np.searchsorted(ids, wanted), len(ids) - 1)
+    return sorter[pos], ids[pos] == wanted
 
 
 def _floats(column: Sequence) -> np.ndarray:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Mapping, Sequence
 
 from typing import TYPE_CHECKING
@@ -121,6 +121,20 @@ class Dataset:
     def measured(self) -> list[RunInfo]:
         """Successful non-warm-up runs."""
         return [r for r in self.runs if not r.warmup and r.status == "ok"]
+
+    @cached_property
+    def session_by_id(self) -> dict[int, Session]:
+        """The sessions by id."""
+        return {s.id: s for s in self.sessions}
+
+    def excluded_mask(self, rows, metric: str):
+        """Mask of the table ``rows`` whose run excluded ``metric`` (exclusions are few: looked up by run id)."""
+        import numpy as np
+
+        ids = [rid for rid, per in self.excluded.items() if metric in per]
+        if not ids:
+            return np.zeros(len(rows), dtype=bool)
+        return np.isin(self.table.run_id[rows], np.array(ids, dtype=np.int64))
 
     def of_sessions(self, ids: set[int]) -> "Dataset":
         """The sessions ``ids`` and their runs only."""

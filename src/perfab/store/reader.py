@@ -94,9 +94,9 @@ class Reader:
         sessions, status = self.db.execute(
             "SELECT count(*), (SELECT status FROM sessions WHERE experiment_id = ? ORDER BY id DESC LIMIT 1) "
             "FROM sessions WHERE experiment_id = ?", (exp_id, exp_id)).fetchone()
-        runs = self.db.execute(
-            "SELECT count(DISTINCT r.planned_id) FROM runs r JOIN planned_runs p ON p.id = r.planned_id "
-            "JOIN sessions s ON s.id = p.session_id WHERE s.experiment_id = ?", (exp_id,)).fetchone()[0]
+        runs = self.db.execute(  # EXISTS: one index probe per planned run, no temporary set of ids
+            "SELECT count(*) FROM sessions s JOIN planned_runs p ON p.session_id = s.id WHERE s.experiment_id = ? "
+            "AND EXISTS (SELECT 1 FROM runs r WHERE r.planned_id = p.id)", (exp_id,)).fetchone()[0]
         return int(sessions), int(runs), status
 
     def run_rows(self, name: str, all_attempts: bool = False) -> list[dict]:

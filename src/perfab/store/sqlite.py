@@ -63,7 +63,7 @@ class Store(Reader):
         if blocked:  # before SQLite opens it: a refused writer leaves no journal file behind
             raise StoreError(f"{self.path}: {blocked}")
         try:
-            self.db = self._open_readonly() if readonly else self._open_writable()
+            self.db = _open_readonly(self.path) if readonly else self._open_writable()
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: not a usable perfab database ({_why(e)}); pass another --db PATH") \
                 from None
@@ -82,24 +82,6 @@ class Store(Reader):
             db.execute("PRAGMA synchronous=NORMAL")
             _migrate(db)
             db.execute("PRAGMA foreign_keys=ON")
-        except BaseException:
-            db.close()
-            raise
-        return db
-
-    def _open_readonly(self) -> sqlite3.Connection:
-        base = f"file:{quote(str(self.path.resolve()))}"
-        immutable = _wal_mode(self.path) and not Path(f"{self.path}-wal").exists()
-        db = sqlite3.connect(f"{base}?{'immutable=1' if immutable else 'mode=ro'}", uri=True, timeout=30,
-                             isolation_level=None, factory=_Guarded)
-        try:
-            version = _check_schema(self.path, db, allow_empty=False)
-            if version < SCHEMA_VERSION:  # migrate a copy in memory, never the file
-                mem = sqlite3.connect(":memory:", isolation_level=None, factory=_Guarded)
-                db.backup(mem)
-                db.close()
-                db = mem
-                _migrate(db)
         except BaseException:
             db.close()
             raise
@@ -236,6 +218,26 @@ class Store(Reader):
             [(exp_id, workload, m, unit, None if hib is None else int(hib), int(exact), source)
              for m, (unit, hib, exact, source) in fresh.items()])
         self._meta_seen.update({(session, workload, m): v for m, v in fresh.items()})
+
+
+def _open_readonly(path: Path) -> sqlite3.Connection:
+    """The file opened read-only (``immutable`` for a WAL file without its -wal), an old schema migrated in memory."""
+    base = f"file:{quote(str(path.resolve()))}"
+    immutable = _wal_mode(path) and not Path(f"{path}-wal").exists()
+    db = sqlite3.connect(f"{base}?{'immutable=1' if immutable else 'mode=ro'}", uri=True, timeout=30,
+                         isolation_level=None, factory=_Guarded)
+    try:
+        version = _check_schema(path, db, allow_empty=False)
+        if version < SCHEMA_VERSION:  # migrate a copy in memory, never the file
+            mem = sqlite3.connect(":memory:", isolation_level=None, factory=_Guarded)
+            db.backup(mem)
+            db.close()
+            db = mem
+            _migrate(db)
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 def _check_schema(path: Path, db: sqlite3.Connection, allow_empty: bool) -> int:
