@@ -423,7 +423,7 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index)
         if s.status != "finished":
             warnings.append(f"session {s.id} is not finished (status {s.status}): this report counts only the "
                             "runs stored so far; continue it with `perfab run SPEC --resume`")
-    workloads = {json.dumps(_workload_tables(s.spec_text), sort_keys=True) for s in sessions}
+    workloads = {json.dumps(_workload_tables(t), sort_keys=True) for t in {s.spec_text for s in sessions}}
     if len(workloads) > 1:
         warnings.append("the workloads changed between sessions: runs of different commands are pooled")
         warnings += _parser_changes(sessions)
@@ -440,8 +440,8 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index)
 def _parser_changes(sessions: list[Session]) -> list[str]:
     """One warning per workload whose parser (or its options) differs between sessions, naming each parser."""
     seen: dict[str, list[str]] = defaultdict(list)
-    for s in sessions:
-        for w in _workload_tables(s.spec_text) or []:
+    for text in dict.fromkeys(s.spec_text for s in sessions):  # each stored spec read once, in session order
+        for w in _workload_tables(text) or []:
             if isinstance(w, dict) and "name" in w:
                 parser = f"{w.get('parser', 'none')} {json.dumps(w.get('parser_options', {}), sort_keys=True)}"
                 if parser not in seen[str(w["name"])]:
