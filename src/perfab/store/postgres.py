@@ -234,9 +234,13 @@ class _Connection:
             raise store_error(self.where, e) from None
 
     def stream(self, sql: str, params: tuple | list = ()) -> "_Stream":
-        """A query's rows through a server-side cursor, fetched a chunk at a time (inside ``snapshot``)."""
+        """A query's rows through a server-side cursor, fetched a chunk at a time (inside ``snapshot``).
+
+        Every row is read, so the cursor is planned for all of them (``cursor_tuple_fraction`` 1): planned
+        for its first tenth, as by default, the runs of 100,000 took 22 s to read instead of 1.2 s."""
         import psycopg
 
+        self.execute_raw("SET LOCAL cursor_tuple_fraction = 1")
         cur = self.conn.cursor(name="perfab_stream")
         try:
             cur.execute(dialect.query(sql), tuple(params))
