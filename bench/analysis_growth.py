@@ -2,7 +2,9 @@
 
 Builds one SQLite store per size with the fake executor (nothing runs): one
 experiment, two sides, sessions of ``--per-session`` runs per side, 8 metrics
-per run (a continuous rate, a whole count, and the 6 rusage figures).  Then
+per run (a continuous rate, a whole count, and the 6 rusage figures); past
+ten sessions, the sessions are copies of those ten with their samples
+jittered (``build``), so a million runs take a minute to store.  Then
 ``perfab report`` and ``perfab history`` run on each store in a fresh
 interpreter, once with this checkout's ``src`` and once with the tree of
 ``--old`` (a git revision, exported with ``git archive``), one after the
@@ -11,8 +13,14 @@ other in the same run, and the wall time and peak RSS of each child
 byte-identical.  A child that fails prints its last line instead
 (a traceback at sizes where the old code built all pairwise differences).
 Start-up (``perfab --help``) is measured the same way, beside ``python -c pass``.
+The old code runs only up to ``--old-max`` runs (it needed 23 GB at
+100,000); ``html`` is ``perfab report --format html`` and ``list`` is
+``perfab list``.  With ``--postgres`` each store is also copied into a
+throwaway PostgreSQL server (started as the tests start one) and the
+commands run on it.
 
-    .venv/bin/python bench/analysis_growth.py [--runs 1000,10000,100000] [--old c835a2f] [--timeout 900]
+    .venv/bin/python bench/analysis_growth.py [--runs 1000,10000,100000,1000000] [--old c835a2f]
+        [--old-max 10000] [--commands report,history,html,list] [--postgres] [--timeout 900]
 """
 
 from __future__ import annotations
@@ -72,10 +80,61 @@ def behaviour(seed: int):
 
 
 def build(db: Path, runs: int, per_session: int) -> None:
+    """A store of ``runs`` runs: a few sessions run by the runner, the rest copied from them in SQL.
+
+    Runner sessions cost about a millisecond per run, so only ``TEMPLATES`` of them are run; each further
+    session copies one of them (its spec, plan and runs) with every sample moved by a uniform jitter of
+    up to 1% (whole counts stay whole) and its start an hour later, so sessions differ as nightly ones do."""
+    sessions = max(1, runs // (2 * per_session))
     with Store(db) as store:
-        for s in range(max(1, runs // (2 * per_session))):
+        for s in range(min(sessions, TEMPLATES)):
             spec = parse_spec(SPEC.format(runs=per_session, seed=s + 1))
             Runner(spec, store, TimeBackend(), FakeExecutor(behaviour(s)), {}).run()
+    if sessions > TEMPLATES:
+        copy_sessions(db, sessions - TEMPLATES)
+
+
+TEMPLATES = 10  # sessions the runner runs; the rest are copies of them (``build``)
+
+
+def copy_sessions(db: Path, copies: int) -> None:
+    """Append ``copies`` sessions to ``db``, copy k of template session k mod TEMPLATES + 1 (ids by offset)."""
+    import sqlite3
+
+    con = sqlite3.connect(db, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=OFF")
+    con.execute("PRAGMA foreign_keys=OFF")
+    plans = con.execute("SELECT count(*) FROM planned_runs WHERE session_id = 1").fetchone()[0]
+    runs = con.execute("SELECT count(*) FROM runs r JOIN planned_runs p ON p.id = r.planned_id "
+                       "WHERE p.session_id = 1").fetchone()[0]
+    if con.execute("SELECT count(*) FROM runs").fetchone()[0] != runs * TEMPLATES:
+        raise SystemExit("template sessions were retried: their runs are not numbered by offset")
+    jitter = "(1 + (abs(random()) % 20001 - 10000) / 1e6)"
+    con.execute("BEGIN")
+    con.execute("CREATE TEMP TABLE k (k INTEGER PRIMARY KEY, src INTEGER NOT NULL)")
+    con.executemany("INSERT INTO k VALUES (?, ?)", [(TEMPLATES + i, i % TEMPLATES) for i in range(copies)])
+    cols = ("experiment_id, started_at, finished_at, status, side, spec_path, spec_text, spec_hash, backend, "
+            "groups_json, environment_json, owner, host, sources_json, stop_reason")
+    sel = cols.replace("started_at", "started_at + 3600 * (k.k - k.src)").replace(
+        "finished_at", "finished_at + 3600 * (k.k - k.src)")
+    con.execute(f"INSERT INTO sessions (id, {cols}) SELECT k.k + 1, {sel} FROM k JOIN sessions s "
+                "ON s.id = k.src + 1 ORDER BY k.k")
+    con.execute("INSERT INTO planned_runs (id, session_id, seq, workload, variant, grp, warmup, block, params_json) "
+                f"SELECT p.id + {plans} * (k.k - k.src), k.k + 1, p.seq, p.workload, p.variant, p.grp, p.warmup, "
+                "p.block, p.params_json FROM k JOIN planned_runs p ON p.session_id = k.src + 1 ORDER BY k.k, p.seq")
+    rcols = ("attempt, status, reason, wall_s, user_s, sys_s, max_rss_kb, nvcsw, nivcsw, exit_code, signal, "
+             "timed_out, stdout, stderr, stdout_bytes, stderr_bytes, notes_json")
+    con.execute(f"INSERT INTO runs (id, planned_id, started_at, {rcols}) SELECT r.id + {runs} * (k.k - k.src), "
+                f"r.planned_id + {plans} * (k.k - k.src), r.started_at + 3600 * (k.k - k.src), {rcols} "
+                "FROM k JOIN planned_runs p ON p.session_id = k.src + 1 JOIN runs r ON r.planned_id = p.id "
+                "ORDER BY k.k, r.id")
+    con.execute(f"INSERT INTO samples (run_id, metric, value, source) SELECT sa.run_id + {runs} * (k.k - k.src), "
+                f"sa.metric, CASE WHEN sa.value = round(sa.value) THEN round(sa.value * {jitter}) "
+                f"ELSE sa.value * {jitter} END, sa.source FROM k JOIN planned_runs p ON p.session_id = k.src + 1 "
+                "JOIN runs r ON r.planned_id = p.id JOIN samples sa ON sa.run_id = r.id ORDER BY k.k, sa.run_id")
+    con.execute("COMMIT")
+    con.close()
 
 
 def child(src: Path, argv: list[str], timeout: float) -> tuple[float, int, bytes, str | None]:
@@ -112,11 +171,15 @@ def export(rev: str, into: Path) -> Path:
 
 
 def row(label: str, old, new) -> str:
+    """One printed row: old and new (wall, peak RSS, or the failure), their ratio, whether the outputs match."""
     def cell(r):
+        if r is None:
+            return "not run"
         return f"{r[0]:8.2f} s {r[1] / 1024:7.0f} MB" if r[3] is None else f"{r[3][:38]:>38}"
-    ratio = f"{old[0] / new[0]:7.1f}x" if old[3] is None and new[3] is None else "      -"
-    same = ("same" if old[2] == new[2] else "DIFFERS") if old[3] is None and new[3] is None else ""
-    return f"{label:<24} {cell(old):>38}  {cell(new):>20}  {ratio}  {same}"
+    both = old is not None and old[3] is None and new[3] is None
+    ratio = f"{old[0] / new[0]:7.1f}x" if both else "      -"
+    same = ("same" if old[2] == new[2] else "DIFFERS") if both else ""
+    return f"{label:<36} {cell(old):>38}  {cell(new):>20}  {ratio}  {same}"
 
 
 def startup(old_src: Path, new_src: Path, repeat: int) -> None:
@@ -132,30 +195,100 @@ def startup(old_src: Path, new_src: Path, repeat: int) -> None:
           f"python -c pass)")
 
 
+COMMANDS = {  # command name -> its arguments after the perfab program (the store's --db is added)
+    "report": ["report"],
+    "history": ["history"],
+    "html": ["report", "--format", "html"],
+    "list": ["list"],
+}
+
+
+def measure(label: str, db: str, args, old_src: Path | None, runs: int) -> None:
+    """One row per command on ``db``: old beside new while ``runs`` is within --old-max, new alone beyond."""
+    for command in args.commands.split(","):
+        argv = ["-c", CLI, *COMMANDS[command], "--db", db]
+        new = child(ROOT / "src", argv, args.timeout)
+        old = child(old_src, argv, args.timeout) if old_src and runs <= args.old_max else None
+        print(row(f"{command} @ {runs:,}{label}", old, new), flush=True)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--runs", default="1000,10000,100000", help="stored runs per store, comma-separated")
+    p.add_argument("--runs", default="1000,10000,100000,1000000", help="stored runs per store, comma-separated")
     p.add_argument("--per-session", type=int, default=50, help="runs per side in each session (default 50)")
     p.add_argument("--old", default="c835a2f", help="git revision of the old code (default: before the speed work)")
+    p.add_argument("--old-max", type=int, default=10_000,
+                   help="largest store the old code is run on (default 10,000: at 100,000 it needed 23 GB)")
     p.add_argument("--timeout", type=float, default=900, help="seconds before a child is killed (default 900)")
-    p.add_argument("--commands", default="report,history", help="commands to time (default report,history)")
+    p.add_argument("--commands", default="report,history,html,list",
+                   help="commands to time, of " + ",".join(COMMANDS) + " (default all)")
+    p.add_argument("--postgres", action="store_true",
+                   help="also time each store copied into a throwaway PostgreSQL server (as the tests start one)")
     p.add_argument("--repeat", type=int, default=5, help="start-up measurements of each (default 5)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         old_src, new_src = export(args.old, Path(tmp)), ROOT / "src"
         startup(old_src, new_src, args.repeat)
-        print(f"{'command @ runs':<24} {'old (' + args.old + ')':>38}  {'new':>20}  {'ratio':>7}  output")
-        for runs in (int(x) for x in args.runs.split(",")):
-            db = Path(tmp) / f"growth-{runs}.db"
-            t = time.perf_counter()
-            build(db, runs, args.per_session)
-            print(f"built {runs:,} runs in {time.perf_counter() - t:.1f} s, {db.stat().st_size / 2**20:.1f} MB")
-            for command in args.commands.split(","):
-                argv = ["-c", CLI, command, "--db", str(db)]
-                old = child(old_src, argv, args.timeout)
-                new = child(new_src, argv, args.timeout)
-                print(row(f"{command} @ {runs:,}", old, new), flush=True)
+        server = postgres_server() if args.postgres else None
+        try:
+            print(f"{'command @ runs':<24} {'old (' + args.old + ')':>38}  {'new':>20}  {'ratio':>7}  output")
+            for runs in (int(x) for x in args.runs.split(",")):
+                db = Path(tmp) / f"growth-{runs}.db"
+                t = time.perf_counter()
+                build(db, runs, args.per_session)
+                print(f"built {runs:,} runs in {time.perf_counter() - t:.1f} s, {db.stat().st_size / 2**20:.1f} MB "
+                      f"({db.stat().st_size / runs:,.0f} bytes per run)", flush=True)
+                measure("", str(db), args, old_src, runs)
+                if server is not None:
+                    url = server.new_database()
+                    t = time.perf_counter()
+                    size = copy_to_postgres(db, url)
+                    print(f"copied into PostgreSQL in {time.perf_counter() - t:.1f} s, {size / 2**20:.1f} MB "
+                          f"({size / runs:,.0f} bytes per run)", flush=True)
+                    measure(" (PostgreSQL)", url, args, None, runs)
+                db.unlink()
+        finally:
+            if server is not None:
+                server.stop()
     return 0
+
+
+def postgres_server():
+    """A throwaway server (``tests/store_contract/pg_server.py``); None, with the reason, when there is none."""
+    sys.path.insert(0, str(ROOT / "tests" / "store_contract"))
+    from pg_server import PgServer, Unavailable
+
+    try:
+        return PgServer().start()
+    except Unavailable as e:
+        print(f"PostgreSQL: not measured ({e})")
+        return None
+
+
+TABLES = ("experiments", "sessions", "planned_runs", "runs", "samples", "exclusions", "metric_meta", "profile_shares")
+
+
+def copy_to_postgres(db: Path, url: str) -> int:
+    """Every row of the SQLite store ``db`` copied into perfab's schema at ``url`` (COPY); the database's bytes."""
+    import sqlite3
+
+    from perfab.store.postgres import PostgresStore
+
+    PostgresStore(url).close()  # creates the schema at the current version
+    import psycopg
+
+    lite = sqlite3.connect(db)
+    with psycopg.connect(url, autocommit=True) as pg:
+        for table in TABLES:
+            cols = [r[1] for r in lite.execute(f"PRAGMA table_info({table})")]
+            names = ", ".join(cols)
+            with pg.cursor() as cur, cur.copy(f"COPY perfab.{table} ({names}) FROM STDIN") as copy:
+                for r in lite.execute(f"SELECT {names} FROM {table}"):
+                    copy.write_row(r)
+        pg.execute("VACUUM ANALYZE")
+        size = pg.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+    lite.close()
+    return size
 
 
 if __name__ == "__main__":

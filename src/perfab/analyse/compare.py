@@ -35,7 +35,6 @@ spec does not declare are left out of the table unless asked for
 from __future__ import annotations
 
 import json
-import math
 from collections import defaultdict
 from dataclasses import replace
 
@@ -47,6 +46,7 @@ from perfab.analyse.model import Analysis, Row, WorkloadInfo  # noqa: F401 (re-e
 from perfab.analyse.methods import ABSOLUTE, Estimate, exact_spread, get_method, min_detectable_effect, relative_cv
 from perfab.analyse.multiplicity import holm_weights
 from perfab.analyse.pooling import pooled_warnings
+from perfab.analyse.sampleview import SampleView
 from perfab.analyse.summary import Summary, summarize
 from perfab.analyse.verdicts import (Verdict, basis_note, grid_pair, method_for, serial_widening,  # noqa: F401
                                      verdict)  # (re-exported)
@@ -56,6 +56,7 @@ from perfab.run.backends import DEFAULT, declared
 from perfab.spec import Experiment, MetricSpec, parse_spec
 from perfab.spec.stored import definitions
 from perfab.store import Dataset, Params, Session, Store
+from perfab.store.columns import groups
 
 
 def analyse(store: Store, name: str | None = None, alpha: float | None = None, confidence: float | None = None,
@@ -111,57 +112,88 @@ def compare(data: Dataset, spec: Experiment, alpha: float | None = None, confide
 
 
 class _Index:
-    """The measured runs of a dataset, indexed by (workload, point, variant, metric)."""
+    """The measured runs of a dataset, indexed by (workload, point, variant, metric), read from its columns."""
 
     def __init__(self, data: Dataset):
         self.data = data
         self.meta: dict[tuple[str, str], Metric] = data.meta
-        self.series: dict[tuple, list[tuple[int, float]]] = defaultdict(list)
+        t = data.table
+        self.measured = t.measured()
+        self.series: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # -> (run-order keys, values) in run order
+        self.order: dict[str, list[str]] = {}  # workload -> metrics in first-seen order
+        first: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
+        order = t.order
+        for rank, (metric, s) in enumerate(data.samples.items()):
+            keep = self.measured[s.rows] & ~data.excluded_mask(s.rows, metric)
+            rows, values = s.rows[keep], s.values[keep]
+            for group in groups(t.side_key(rows)):
+                r = int(rows[group[0]])
+                by_time = group[np.argsort(order[rows[group]], kind="stable")]
+                self.series[(t.workload[r], t.params[r], t.variant[r], metric)] = \
+                    (order[rows[by_time]], values[by_time])
+            for code in np.unique(t.workload.codes[rows]):
+                at = int(np.flatnonzero(t.workload.codes[rows] == code)[0])
+                first[t.workload.levels[code]].append((int(rows[at]), rank, metric))
+        self.order = {w: [m for _, _, m in sorted(seen)] for w, seen in first.items()}
+        self._points = _first_seen(t, self.measured)
         self.profile_runs: dict[tuple[str, str], list[dict[str, float]]] = defaultdict(list)
-        self.order: dict[str, list[str]] = defaultdict(list)  # workload -> metrics in first-seen order
-        self._points: dict[str, list[Params]] = defaultdict(list)
+        for r in _rows_of(t, data.profiles, self.measured):
+            self.profile_runs[(t.workload[r], t.variant[r])].append(data.profiles[int(t.run_id[r])])
         notes: list[str] = []
-        for r in data.measured():
-            if r.params not in self._points[r.workload]:
-                self._points[r.workload].append(r.params)
-            if shares := data.profiles.get(r.run_id):
-                self.profile_runs[(r.workload, r.variant)].append(shares)
-            excluded = data.excluded.get(r.run_id, {})
-            for metric, value in data.values.get(r.run_id, {}).items():
-                if metric in excluded:
-                    continue
-                self.series[(r.workload, r.params, r.variant, metric)].append((r.order, value))
-                if metric not in self.order[r.workload]:
-                    self.order[r.workload].append(metric)
-            notes += [n for n in r.notes if n not in notes]
+        for code in _distinct(t.notes.codes[self.measured]):
+            notes += [n for n in t.notes.levels[code] if n not in notes]
         self.notes = tuple(notes)
 
     def points(self, workload: str) -> list[Params]:
         return self._points.get(workload) or [()]
 
-    def values(self, workload: str, point: Params, variant: str, metric: str) -> tuple[np.ndarray, tuple[int, ...]]:
-        pairs = sorted(self.series.get((workload, point, variant, metric), []))
-        return np.array([v for _, v in pairs], dtype=float), tuple(o for o, _ in pairs)
+    def values(self, workload: str, point: Params, variant: str, metric: str) -> tuple[np.ndarray, SampleView]:
+        """(the values, the position in time of each) of one side's runs, in run order."""
+        order, values = self.series.get((workload, point, variant, metric), (np.zeros(0, np.int64), np.zeros(0)))
+        return values, SampleView(order)
 
     def runs_per_side(self) -> dict[str, int]:
-        out: dict[str, int] = defaultdict(int)
-        for r in self.data.measured():
-            out[r.variant] += 1
-        return dict(out)
+        t = self.data.table
+        codes = t.variant.codes[self.measured]
+        return {t.variant.levels[c]: int(np.sum(codes == c)) for c in _distinct(codes)}
 
     def workload_info(self, workload, hidden: tuple[str, ...], simulated: tuple[str, ...] = ()) -> WorkloadInfo:
+        t = self.data.table
+        mine = (t.workload.codes == t.workload.code(workload.name)) & ~t.warmup
         failed: dict[str, list[str]] = defaultdict(list)
+        for r in np.flatnonzero(mine & (t.status.codes == t.status.code("failed"))):
+            failed[t.variant[r]].append(t.reason[r] or "unknown")
         excluded: dict[tuple[str, str], int] = defaultdict(int)
-        for r in self.data.runs:
-            if r.workload != workload.name or r.warmup:
-                continue
-            if r.status == "failed":
-                failed[r.variant].append(r.reason or "unknown")
-            for metric, reason in self.data.excluded.get(r.run_id, {}).items():
+        for r in _rows_of(t, self.data.excluded, mine):
+            for metric, reason in self.data.excluded[int(t.run_id[r])].items():
                 excluded[(metric, reason)] += 1
         command = workload.argv[0] if workload.shell else " ".join(workload.argv)
         return WorkloadInfo(workload.name, command, dict(failed), dict(excluded), hidden=hidden,
                             simulated=simulated, params=tuple(n for n, _ in workload.params))
+
+
+def _rows_of(t, by_run: dict, mask: np.ndarray) -> np.ndarray:
+    """Rows within ``mask`` whose run id ``by_run`` holds, in run order."""
+    if not by_run:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(mask & np.isin(t.run_id, np.fromiter(by_run, dtype=np.int64)))
+
+
+def _distinct(codes: np.ndarray) -> list[int]:
+    """The distinct codes in first-seen order."""
+    values, first = np.unique(codes, return_index=True)
+    return [int(values[i]) for i in np.argsort(first)]
+
+
+def _first_seen(t, measured: np.ndarray) -> dict[str, list[Params]]:
+    """workload -> its sweep points in first-seen order over the measured runs."""
+    rows = np.flatnonzero(measured)
+    pairs = t.workload.codes[rows].astype(np.int64) * (len(t.params.levels) or 1) + t.params.codes[rows]
+    out: dict[str, list[Params]] = defaultdict(list)
+    for code in _distinct(pairs):
+        r = int(rows[np.flatnonzero(pairs == code)[0]])
+        out[t.workload[r]].append(t.params[r])
+    return dict(out)
 
 
 def _in_grid_order(points: list[Params], workload) -> list[Params]:
@@ -222,7 +254,7 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
     common = dict(workload=workload, metric=metric, label=meta.label, variant=variant, unit=meta.unit,
                   higher_is_better=meta.higher_is_better,
                   primary=bool(decl and decl.primary), margin=margin, n_base=len(base), n_exp=len(exp),
-                  base_values=tuple(base), exp_values=tuple(exp), params=point, source=meta.origin,
+                  base_values=SampleView(base), exp_values=SampleView(exp), params=point, source=meta.origin,
                   base_order=base_order, exp_order=exp_order)
     none = dict(estimate=None, q=None, cv_base=None, cv_exp=None, mde=None)
     if decl is not None and decl.check is not None:

@@ -22,8 +22,6 @@ cause.
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,8 +133,8 @@ def history(store: Store, name: str | None = None, metrics: list[str] | None = N
 
 
 def _session(data: Dataset, session: int) -> Session:
-    """The stored session with id ``session``."""
-    return next(s for s in data.sessions if s.id == session)
+    """The stored session with id ``session`` (looked up by id: a history may hold many thousands)."""
+    return data.session_by_id[session]
 
 
 def _spec(session: Session) -> Experiment:
@@ -147,15 +145,33 @@ def _spec(session: Session) -> Experiment:
                          "history") from None
 
 
-def _session_values(data: Dataset) -> dict[tuple, dict[int, list[float]]]:
-    """(workload, point, side, metric) -> session -> the finite values of its measured runs."""
-    out: dict[tuple, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in data.measured():
-        excluded = data.excluded.get(r.run_id, {})
-        for metric, value in data.values.get(r.run_id, {}).items():
-            if metric not in excluded and math.isfinite(value):
-                out[(r.workload, r.params, r.variant, metric)][r.session].append(value)
-    return out
+def _session_values(data: Dataset) -> dict[tuple, dict[int, np.ndarray]]:
+    """(workload, point, side, metric) -> session -> the finite values of its measured runs, in run order.
+
+    Read from the dataset's columns; the keys come in the order the runs first give them."""
+    from perfab.store.columns import groups
+
+    t = data.table
+    measured = t.measured()
+    found = []
+    for rank, (metric, s) in enumerate(data.samples.items()):
+        keep = measured[s.rows] & np.isfinite(s.values) & ~data.excluded_mask(s.rows, metric)
+        rows, values = s.rows[keep], s.values[keep]
+        for group in groups(t.side_key(rows)):
+            r = int(rows[group[0]])
+            key = (t.workload[r], t.params[r], t.variant[r], metric)
+            found.append(((r, rank), key, _by_session(t.session[rows[group]], values[group])))
+    found.sort(key=lambda f: f[0])
+    return {key: per for _, key, per in found}
+
+
+def _by_session(sessions: np.ndarray, values: np.ndarray) -> dict[int, np.ndarray]:
+    """session -> its values (in their order), sessions in first-seen order."""
+    by = np.argsort(sessions, kind="stable")
+    ids, starts = np.unique(sessions[by], return_index=True)
+    parts = np.split(values[by], starts[1:])
+    first = np.argsort([by[i] for i in starts], kind="stable")
+    return {int(ids[k]): parts[k] for k in first}
 
 
 def _sides(values: dict, side: str | None) -> list[str]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from scipy import stats
@@ -48,13 +49,20 @@ def median_interval(values: np.ndarray, confidence: float) -> tuple[float, float
     x = np.sort(np.asarray(values, dtype=float))
     n = len(x)
     median = float(np.median(x))
+    k = _median_rank(n, confidence)
+    if k < 1:
+        return median, -math.inf, math.inf
+    return median, float(x[k - 1]), float(x[n - k])
+
+
+@lru_cache(maxsize=4096)
+def _median_rank(n: int, confidence: float) -> int:
+    """The interval's lower rank k for n values (a history asks it for thousands of sessions of equal n)."""
     tail = (1 - confidence) / 2
     k = int(stats.binom.ppf(tail, n, 0.5))  # P(B <= k-1) <= tail < P(B <= k)
     while k > 0 and stats.binom.cdf(k - 1, n, 0.5) > tail:
         k -= 1
-    if k < 1:
-        return median, -math.inf, math.inf
-    return median, float(x[k - 1]), float(x[n - k])
+    return k
 
 
 def thread_count(params: tuple[tuple[str, str], ...]) -> int | None:

@@ -8,7 +8,6 @@ machine class and the submission (``fleet.*`` keys).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from perfab.store.dataset import Dataset, Session
@@ -41,11 +40,5 @@ def by_machine(data: Dataset) -> dict[Machine, Dataset]:
         machines.setdefault(machine_of(s), set()).add(s.id)
     out = {}
     for machine, ids in machines.items():
-        runs = tuple(r for r in data.runs if r.session in ids)
-        keep = {r.run_id for r in runs}
-        out[machine] = dataclasses.replace(
-            data, sessions=tuple(s for s in data.sessions if s.id in ids), runs=runs,
-            values={k: v for k, v in data.values.items() if k in keep},
-            excluded={k: v for k, v in data.excluded.items() if k in keep},
-            profiles={k: v for k, v in data.profiles.items() if k in keep})
+        out[machine] = data.of_sessions(ids)
     return out

@@ -1,8 +1,9 @@
 """Stage 4: the results store.
 
 ``Store`` (SQLite, ``perfab.store.sqlite``) writes every run the moment it
-ends and reads an experiment back as a typed ``Dataset``
-(``perfab.store.dataset``); the schema and its history are in
+ends; its read side (``perfab.store.reader``) reads an experiment back as a
+``Dataset`` (``perfab.store.dataset``) whose runs and samples are numpy
+columns (``perfab.store.columns``); the schema and its history are in
 ``perfab.store.schema``, session claims in ``perfab.store.claims`` and
 ``perfab.store.owner``.  ``PostgresStore`` (``perfab.store.postgres``) is the
 same store on a PostgreSQL server, shared by a fleet of machines; both

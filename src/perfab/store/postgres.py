@@ -108,7 +108,7 @@ class PostgresStore(Store):
         return _Transaction(self.db)
 
     def load(self, name: str) -> Dataset:
-        """The typed dataset of experiment ``name``, read in one snapshot."""
+        """The dataset of experiment ``name``, read in one snapshot (its rows streamed by server-side cursors)."""
         with self.db.snapshot():
             return super().load(name)
 
@@ -188,6 +188,25 @@ class _Cursor:
         return iter(self.cur)
 
 
+class _Stream:
+    """Rows of a server-side cursor, ``fetchmany`` at a time; the cursor closes when they run out."""
+
+    def __init__(self, cur, where: str):
+        self.cur, self.where = cur, where
+
+    def fetchmany(self, size: int) -> list:
+        import psycopg
+
+        try:
+            rows = self.cur.fetchmany(size)
+        except psycopg.Error as e:
+            self.cur.close()
+            raise store_error(self.where, e) from None
+        if not rows:
+            self.cur.close()
+        return rows
+
+
 class _Connection:
     """A psycopg connection that takes the SQLite store's SQL (``execute``, ``executemany``, ``close``)."""
 
@@ -214,6 +233,22 @@ class _Connection:
                 cur.executemany(dialect.query(sql), rows)
         except psycopg.Error as e:
             raise store_error(self.where, e) from None
+
+    def stream(self, sql: str, params: tuple | list = ()) -> "_Stream":
+        """A query's rows through a server-side cursor, fetched a chunk at a time (inside ``snapshot``).
+
+        Every row is read, so the cursor is planned for all of them (``cursor_tuple_fraction`` 1): planned
+        for its first tenth, as by default, the runs of 100,000 took 22 s to read instead of 1.2 s."""
+        import psycopg
+
+        self.execute_raw("SET LOCAL cursor_tuple_fraction = 1")
+        cur = self.conn.cursor(name="perfab_stream")
+        try:
+            cur.execute(dialect.query(sql), tuple(params))
+        except psycopg.Error as e:
+            cur.close()
+            raise store_error(self.where, e) from None
+        return _Stream(cur, self.where)
 
     def execute_raw(self, sql: str, params: tuple | None = None):
         """PostgreSQL's own SQL; a failure becomes one StoreError line."""

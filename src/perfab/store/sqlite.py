@@ -19,33 +19,27 @@ older schema is migrated in an in-memory copy.
 from __future__ import annotations
 
 import json
-import math
 import os
 import sqlite3
 import time
-from functools import lru_cache
 from pathlib import Path
 from urllib.parse import quote
 
 from perfab.errors import StoreError, UsageError
-from perfab.metrics import Metric, resolve
 from perfab.plan import PlannedRun
-from perfab.store.dataset import (Dataset, RunInfo, Session, group_by_run, params_from_json,
-                                  params_to_json)
+from perfab.store.dataset import params_to_json
 from perfab.store.claims import claimable, identity, still_mine
 from perfab.store.owner import Owner
+from perfab.store.reader import Reader
 from perfab.store.record import RunRecord
 from perfab.store.runwrite import RunWriter
 from perfab.store.schema import MIGRATIONS, PERFAB_TABLES, SCHEMA_VERSION, statements
 
-# The newest attempt of each planned run (earlier attempts stay stored, uncounted).
-_LATEST = "r.attempt = (SELECT max(r2.attempt) FROM runs r2 WHERE r2.planned_id = r.planned_id)"
-
-
-class Store:
+class Store(Reader):
     """A results database; ``Store(path)`` opens it for writing, ``Store(path, readonly=True)`` for reading.
 
-    ``machine`` names the machine this store acts for (default: the host name)."""
+    ``machine`` names the machine this store acts for (default: the host name).  This class opens the
+    file and writes (sessions, their claims, runs); what it answers is ``perfab.store.reader.Reader``'s."""
 
     def __init__(self, path: str | Path, create: bool = True, readonly: bool = False, machine: str | None = None):
         if not str(path).strip():
@@ -70,7 +64,7 @@ class Store:
         if blocked:  # before SQLite opens it: a refused writer leaves no journal file behind
             raise StoreError(f"{self.path}: {blocked}")
         try:
-            self.db = self._open_readonly() if readonly else self._open_writable()
+            self.db = _open_readonly(self.path) if readonly else self._open_writable()
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: not a usable perfab database ({_why(e)}); pass another --db PATH") \
                 from None
@@ -84,7 +78,7 @@ class Store:
     def _open_writable(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=30, isolation_level=None, factory=_Guarded)
         try:
-            self._check_schema(db, allow_empty=True)  # before any pragma writes to the file
+            _check_schema(self.path, db, allow_empty=True)  # before any pragma writes to the file
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             _migrate(db)
@@ -93,39 +87,6 @@ class Store:
             db.close()
             raise
         return db
-
-    def _open_readonly(self) -> sqlite3.Connection:
-        base = f"file:{quote(str(self.path.resolve()))}"
-        immutable = _wal_mode(self.path) and not Path(f"{self.path}-wal").exists()
-        db = sqlite3.connect(f"{base}?{'immutable=1' if immutable else 'mode=ro'}", uri=True, timeout=30,
-                             isolation_level=None, factory=_Guarded)
-        try:
-            version = self._check_schema(db, allow_empty=False)
-            if version < SCHEMA_VERSION:  # migrate a copy in memory, never the file
-                mem = sqlite3.connect(":memory:", isolation_level=None, factory=_Guarded)
-                db.backup(mem)
-                db.close()
-                db = mem
-                _migrate(db)
-        except BaseException:
-            db.close()
-            raise
-        return db
-
-    def _check_schema(self, db: sqlite3.Connection, allow_empty: bool) -> int:
-        """The file's schema version; StoreError for a newer perfab's file or another program's database."""
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise StoreError(f"{self.path}: written by a newer perfab (schema {version}, this one knows "
-                             f"{SCHEMA_VERSION}); upgrade perfab or pass another --db PATH")
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if version == 0 and not tables and allow_empty:
-            return 0
-        if version == 0 or not PERFAB_TABLES <= tables:
-            what = f"its tables ({', '.join(sorted(tables)[:4])}) are not perfab's" if tables else "it holds no tables"
-            raise StoreError(f"{self.path}: not a perfab results database ({what}); pass the --db of a "
-                             "perfab results file")
-        return version
 
     def close(self) -> None:
         self.db.close()
@@ -221,143 +182,41 @@ class Store:
         (``perfab.store.runwrite``: one transaction, a few statements)."""
         return self._writer.record(self, session, planned, rec)
 
-    # -- reading ------------------------------------------------------------
 
-    def _experiment_id(self, name: str) -> int:
-        row = self.db.execute("SELECT id FROM experiments WHERE name = ?", (name,)).fetchone()
-        if row is None:  # name at most 20 (a fleet's store holds thousands)
-            known = [r[0] for r in self.db.execute("SELECT name FROM experiments ORDER BY id LIMIT 21")]
-            more = ", ..." if len(known) > 20 else ""
-            hint = f"known: {', '.join(known[:20])}{more}" if known else "this database holds none yet: run it first"
-            raise UsageError(f"{self.path}: no experiment named {name!r}; {hint}")
-        return row[0]
-
-    def experiments(self) -> list[str]:
-        return [r[0] for r in self.db.execute("SELECT name FROM experiments ORDER BY id")]
-
-    def latest_experiment(self) -> str:
-        row = self.db.execute("SELECT e.name FROM sessions s JOIN experiments e ON e.id = s.experiment_id "
-                              "ORDER BY s.id DESC LIMIT 1").fetchone()
-        if row is None:
-            raise UsageError(f"{self.path}: holds no experiment yet; run one first (perfab run SPEC)")
-        return row[0]
-
-    def sessions(self, name: str) -> list[Session]:
-        exp_id = self._experiment_id(name)
-        rows = self.db.execute("SELECT id, started_at, status, side, spec_text, spec_path, backend, groups_json, "
-                               "environment_json, host, owner, sources_json, stop_reason, design_json "
-                               "FROM sessions WHERE experiment_id = ? ORDER BY id", (exp_id,))
-        return [Session(r[0], name, r[1], r[2], r[3], r[4], r[5] or "", r[6],
-                        tuple(tuple(g) for g in json.loads(r[7])), json.loads(r[8]), r[9], r[10],
-                        json.loads(r[11] or "{}"), r[12], json.loads(r[13]) if r[13] else None) for r in rows]
-
-    def unfinished_session(self, name: str) -> Session | None:
-        """The newest session of ``name`` run on this store's machine whose plan is not complete.
-
-        Sessions of other machines (a shared store) are never resumed here: their runs belong to their
-        machine's environment."""
-        try:
-            sessions = self.sessions(name)
-        except UsageError:
-            return None
-        for s in reversed(sessions):
-            if s.status != "finished" and s.host in (None, self.machine) and \
-                    (self.remaining(s.id) or s.sequential):
-                return s
-        return None
-
-    def remaining(self, session: int) -> list[PlannedRun]:
-        """Planned runs of ``session`` whose newest attempt is missing or was abandoned (interrupted)."""
-        rows = self.db.execute(
-            "SELECT p.seq, p.workload, p.variant, p.grp, p.warmup, p.block, p.params_json FROM planned_runs p "
-            f"LEFT JOIN runs r ON r.planned_id = p.id AND {_LATEST} "
-            "WHERE p.session_id = ? AND (r.id IS NULL OR r.status = 'interrupted') ORDER BY p.seq", (session,))
-        return [PlannedRun(r[0], r[1], r[2], r[3], bool(r[4]), r[5], params_from_json(r[6])) for r in rows]
-
-    def planned(self, session: int) -> list[PlannedRun]:
-        """The whole stored plan of ``session``."""
-        rows = self.db.execute("SELECT seq, workload, variant, grp, warmup, block, params_json FROM planned_runs "
-                               "WHERE session_id = ? ORDER BY seq", (session,))
-        return [PlannedRun(r[0], r[1], r[2], r[3], bool(r[4]), r[5], params_from_json(r[6])) for r in rows]
-
-    def overview(self, name: str) -> tuple[int, int, str]:
-        """(sessions, counted runs, status of the newest session) of an experiment, counted in SQL.
-
-        The runs are those ``run_rows`` returns: the latest attempt of each
-        planned run that has one, so one per planned run with a run stored."""
-        exp_id = self._experiment_id(name)
-        sessions, status = self.db.execute(
-            "SELECT count(*), (SELECT status FROM sessions WHERE experiment_id = ? ORDER BY id DESC LIMIT 1) "
-            "FROM sessions WHERE experiment_id = ?", (exp_id, exp_id)).fetchone()
-        runs = self.db.execute(
-            "SELECT count(DISTINCT r.planned_id) FROM runs r JOIN planned_runs p ON p.id = r.planned_id "
-            "JOIN sessions s ON s.id = p.session_id WHERE s.experiment_id = ?", (exp_id,)).fetchone()[0]
-        return int(sessions), int(runs), status
-
-    def run_rows(self, name: str, all_attempts: bool = False) -> list[dict]:
-        """Every counted run of an experiment with its plan position, as dicts (every attempt if asked)."""
-        exp_id = self._experiment_id(name)
-        latest = "" if all_attempts else f"AND {_LATEST}"
-        cur = self.db.execute(
-            "SELECT r.id AS run_id, s.id AS session, s.side AS session_side, p.seq, r.attempt, p.workload, "
-            "p.variant, p.params_json, p.grp AS grp, p.warmup, p.block, r.started_at, r.status, r.reason, r.wall_s, "
-            "r.user_s, r.sys_s, r.max_rss_kb, r.nvcsw, r.nivcsw, r.exit_code, r.signal, r.timed_out, "
-            "r.stdout_bytes, r.stderr_bytes, r.notes_json FROM runs r JOIN planned_runs p ON p.id = r.planned_id "
-            f"JOIN sessions s ON s.id = p.session_id WHERE s.experiment_id = ? {latest} "
-            "ORDER BY s.id, p.seq, r.attempt", (exp_id,))
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row)) for row in cur.fetchall()]  # one checked fetch, not one per row
-
-    def samples(self, name: str) -> list[tuple[int, str, float]]:
-        return [(rid, m, _number(v)) for rid, m, v, _ in self._samples(name)]
-
-    def _samples(self, name: str) -> list[tuple[int, str, float, str]]:
-        return self.db.execute(
-            "SELECT sa.run_id, sa.metric, sa.value, sa.source FROM samples sa JOIN runs r ON r.id = sa.run_id "
-            "JOIN planned_runs p ON p.id = r.planned_id JOIN sessions s ON s.id = p.session_id "
-            "WHERE s.experiment_id = ? ORDER BY sa.run_id", (self._experiment_id(name),)).fetchall()
-
-    def exclusions(self, name: str) -> list[tuple[int, str, str]]:
-        return self.db.execute(
-            "SELECT x.run_id, x.metric, x.reason FROM exclusions x JOIN runs r ON r.id = x.run_id "
-            "JOIN planned_runs p ON p.id = r.planned_id JOIN sessions s ON s.id = p.session_id "
-            "WHERE s.experiment_id = ?", (self._experiment_id(name),)).fetchall()
-
-    def profile_shares(self, name: str) -> list[tuple[int, str, float]]:
-        return self.db.execute(
-            "SELECT x.run_id, x.key, x.share FROM profile_shares x JOIN runs r ON r.id = x.run_id "
-            "JOIN planned_runs p ON p.id = r.planned_id JOIN sessions s ON s.id = p.session_id "
-            "WHERE s.experiment_id = ?", (self._experiment_id(name),)).fetchall()
-
-    def metric_meta(self, name: str) -> dict[tuple[str, str], Metric]:
-        rows = self.db.execute("SELECT workload, metric, unit, higher_is_better, exact, source FROM metric_meta "
-                               "WHERE experiment_id = ?", (self._experiment_id(name),))
-        return {(w, m): resolve(m, unit=u, higher_is_better=None if h is None else bool(h), exact=bool(x), origin=s)
-                for w, m, u, h, x, s in rows}
-
-    def output(self, run_id: int) -> tuple[bytes, bytes]:
-        row = self.db.execute("SELECT stdout, stderr FROM runs WHERE id = ?", (run_id,)).fetchone()
-        if row is None:
-            raise UsageError(f"{self.path}: no run {run_id}")
-        return row[0] or b"", row[1] or b""
-
-    def load(self, name: str) -> Dataset:
-        """The typed dataset of experiment ``name`` (see ``perfab.store.dataset``)."""
-        runs = tuple(RunInfo(r["run_id"], r["session"], r["seq"], r["attempt"], r["workload"], r["variant"],
-                             params_from_json(r["params_json"]), r["grp"], bool(r["warmup"]), r["block"],
-                             r["started_at"], r["status"], r["reason"], _notes(r["notes_json"]))
-                     for r in self.run_rows(name))
-        counted = {r.run_id for r in runs}
-        pick = lambda rows: [x for x in rows if x[0] in counted]  # noqa: E731
-        return Dataset(name, tuple(self.sessions(name)), runs, group_by_run(pick(self.samples(name))),
-                       group_by_run(pick(self.exclusions(name))), self.metric_meta(name),
-                       group_by_run(pick(self.profile_shares(name))))
+def _open_readonly(path: Path) -> sqlite3.Connection:
+    """The file opened read-only (``immutable`` for a WAL file without its -wal), an old schema migrated in memory."""
+    base = f"file:{quote(str(path.resolve()))}"
+    immutable = _wal_mode(path) and not Path(f"{path}-wal").exists()
+    db = sqlite3.connect(f"{base}?{'immutable=1' if immutable else 'mode=ro'}", uri=True, timeout=30,
+                         isolation_level=None, factory=_Guarded)
+    try:
+        version = _check_schema(path, db, allow_empty=False)
+        if version < SCHEMA_VERSION:  # migrate a copy in memory, never the file
+            mem = sqlite3.connect(":memory:", isolation_level=None, factory=_Guarded)
+            db.backup(mem)
+            db.close()
+            db = mem
+            _migrate(db)
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
-@lru_cache(maxsize=1024)
-def _notes(text: str | None) -> tuple[str, ...]:
-    """A run's notes stored as JSON (most runs share "[]": parsed once)."""
-    return tuple(json.loads(text or "[]"))
+def _check_schema(path: Path, db: sqlite3.Connection, allow_empty: bool) -> int:
+    """The file's schema version; StoreError for a newer perfab's file or another program's database."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"{path}: written by a newer perfab (schema {version}, this one knows "
+                         f"{SCHEMA_VERSION}); upgrade perfab or pass another --db PATH")
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if version == 0 and not tables and allow_empty:
+        return 0
+    if version == 0 or not PERFAB_TABLES <= tables:
+        what = f"its tables ({', '.join(sorted(tables)[:4])}) are not perfab's" if tables else "it holds no tables"
+        raise StoreError(f"{path}: not a perfab results database ({what}); pass the --db of a "
+                         "perfab results file")
+    return version
 
 
 def _migrate(db: sqlite3.Connection) -> None:
@@ -381,15 +240,6 @@ def _migrate(db: sqlite3.Connection) -> None:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
-
-
-def _number(value) -> float:
-    """A stored sample as a float: text or bytes another tool wrote into the REAL column ('nan', 'abc') come
-    back as a float or as nan, which the analysis refuses with its reason, never as a string."""
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def _blocked(path: Path, readonly: bool) -> str | None:
@@ -468,6 +318,10 @@ class _Guarded(sqlite3.Connection):
     def executemany(self, sql: str, rows):
         cur = self._cursor()
         return cur._run(cur.executemany, sql, rows)
+
+    def stream(self, sql: str, params=()):
+        """A query whose rows are read as they are fetched (SQLite's cursors always are)."""
+        return self.execute(sql, params)
 
 
 class _Transaction:

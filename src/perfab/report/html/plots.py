@@ -155,9 +155,9 @@ def order_plot(rows: list[Row], baseline: str) -> str:
         body.append(line(xs(x), 22, xs(x), height - 30, "zero") + text(xs(x) + 3, 30, f"session {session}", "tick"))
     for i, (side, vals, order) in enumerate(data):
         xpos = [x_of[o] for o in order]
-        pts = [(xs(x), ys.clamp(v)) for x, v in zip(xpos, vals) if math.isfinite(v)]
-        body.append(dots([pts[j] for j in shown(len(pts))], side_class(i)))
-        if side in drifting and len(pts) >= 2:
+        finite = [(x, v) for x, v in zip(xpos, vals) if math.isfinite(v)]
+        body.append(dots([(xs(finite[j][0]), ys.clamp(finite[j][1])) for j in shown(len(finite))], side_class(i)))
+        if side in drifting and len(finite) >= 2:
             body.append(_trend(xpos, vals, xs, ys, side_class(i)))
         legend_y = 36 + 16 * i
         mark = " \u26a0 drift" if side in drifting else ""
