@@ -20,13 +20,14 @@ from test_core_trust_store import _v1_database
 
 from perfab.analyse.compare import analyse
 from perfab.analyse.diagnostics import DATA, Diagnostic, Kind
-from perfab.analyse.methods import METHODS
+from perfab.analyse.methods import get_method
 from perfab.analyse.verdicts import Verdict
 from perfab.report import render
 from perfab.report.document import FORMAT_VERSION, document, mark
 from perfab.report.formats import CSV_FIELDS
 from perfab.report.schema import HISTORY, SCHEMA, markdown, schema_json
 from perfab.run.backends import TimeBackend, backend_type
+from perfab.spec.schema import METHODS
 from perfab.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -354,10 +355,10 @@ def test_each_method_describes_itself_in_the_legend(db):
     section = document(a).sections[0]
     assert [m.name for m in section.methods] == ["exact", "nonparametric"]
     for note in section.methods:
-        assert note.text == METHODS[note.name].describe(a.confidence)
+        assert note.text == get_method(note.name).describe(a.confidence)
         assert note.text in " ".join(section.legend)
-    assert all(m.describe(0.99) for m in METHODS.values())
-    assert "99% intervals" in METHODS["normal"].describe(0.99)
+    assert all(get_method(m).describe(0.99) for m in (*METHODS, "sequential"))
+    assert "99% intervals" in get_method("normal").describe(0.99)
 
 
 def test_html_reads_the_document_not_the_text_renderer():

@@ -17,9 +17,9 @@ import json
 from types import UnionType
 
 from perfab.analyse.diagnostics import DATA, Key, Kind
-from perfab.analyse.methods import METHODS
 from perfab.analyse.verdicts import Verdict
 from perfab.report.document import FORMAT_VERSION
+from perfab.spec.schema import METHODS
 
 HISTORY = (
     (1, "the first versioned format: the fields of the reports before it, and `format_version`"),
@@ -93,7 +93,7 @@ ROW = _obj({
     "invalid_runs": _typed(["integer", "null"], "an `INVALID` check row's runs that missed the expected value, "
                            "else null"),
     "regressed": _typed("boolean", "`**` in the bad direction"),
-    "method": {"enum": [*METHODS, None],
+    "method": {"enum": [*METHODS, "sequential", None],
                "description": "the statistical method that judged the row; null for check rows and rows "
                               "not compared"},
     "basis": {"enum": ["ratio", "shift/median", "absolute", None],
