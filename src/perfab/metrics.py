@@ -134,6 +134,11 @@ RUSAGE = {m.name: m for m in (
     _m("ivcsw", "Ctx switches invol", "count", "lower", origin="rusage"),
 )}
 
+# The run field (``RunRecord``, ``Execution``, the helper's ``Report``) each rusage metric is read from,
+# in the order a run's readings list them.
+RUSAGE_FIELDS = {"wall_s": "wall_s", "user_s": "user_s", "sys_s": "sys_s", "vcsw": "nvcsw", "ivcsw": "nivcsw",
+                 "max_rss_kb": "max_rss_kb"}
+
 # A service's usage over each run (the whole server tree).  User and sys are clock-tick counts
 # (/proc/PID/stat); CPU is the scheduler's nanosecond accounting of the server's threads (schedstat);
 # reads and writes are system calls (/proc/PID/io), deterministic per request.  Per request: divided by

@@ -13,6 +13,7 @@ import os
 import shutil
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from perfab.errors import PerfabError
@@ -23,7 +24,7 @@ from perfab.run.backends import Backend
 from perfab.run.context import SideContext
 from perfab.run.executor import Executor
 from perfab.run.layout import Padding
-from perfab.run.readings import record
+from perfab.run.readings import record, rusage_readings
 from perfab.run.sides import Sides
 from perfab.run.trampoline import read_rusage, rusage_shim
 from perfab.spec import Experiment, Variant, Workload, expand
@@ -129,11 +130,7 @@ def _run_cpu_s(rec: RunRecord) -> float | None:
 def _shim_rusage(path: Path) -> dict | None:
     """The workload's own rusage read by perfab-exec --rusage-out inside a wrapper, as rusage metrics."""
     report = read_rusage(path)
-    if report is None:
-        return None
-    return {"wall_s": report.wall_s, "user_s": report.user_s, "sys_s": report.sys_s, "vcsw": float(report.nvcsw),
-            "ivcsw": float(report.nivcsw),
-            "max_rss_kb": None if report.max_rss_kb is None else float(report.max_rss_kb)}
+    return None if report is None else rusage_readings(partial(getattr, report))
 
 
 def _not_run(started: float, reason: str) -> RunRecord:

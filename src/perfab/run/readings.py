@@ -17,10 +17,11 @@ from __future__ import annotations
 import math
 import signal
 from dataclasses import replace
-from functools import lru_cache
+from functools import lru_cache, partial
+from typing import Callable
 
 from perfab.errors import PerfabError
-from perfab.metrics import RUSAGE, Metric, resolve
+from perfab.metrics import RUSAGE, RUSAGE_FIELDS, Metric, resolve
 from perfab.run.backends import Backend
 from perfab.run.executor import Execution
 from perfab.spec import Workload
@@ -93,11 +94,14 @@ def _add(metrics: dict, sources: dict, values: dict, source: str) -> None:
         sources[m] = source
 
 
+def rusage_readings(read: Callable[[str], float | int | None]) -> dict[str, float | None]:
+    """Each rusage metric as a float, from the run field ``RUSAGE_FIELDS`` names (``read(field)``); None where unknown."""
+    return {m: None if (v := read(f)) is None else float(v) for m, f in RUSAGE_FIELDS.items()}
+
+
 def _rusage(ex: Execution, backend: Backend, measurement, override: dict | None) -> tuple[dict, dict, tuple]:
     """(rusage metrics that are the workload's, exclusions with reasons, notes)."""
-    own = override if override is not None else {
-        "wall_s": ex.wall_s, "user_s": ex.user_s, "sys_s": ex.sys_s, "vcsw": float(ex.nvcsw),
-        "ivcsw": float(ex.nivcsw), "max_rss_kb": None if ex.max_rss_kb is None else float(ex.max_rss_kb)}
+    own = override if override is not None else rusage_readings(partial(getattr, ex))
     excluded: dict[str, str] = {}
     wrapper = getattr(backend, "wraps_workload", False)
     if wrapper and getattr(backend, "simulated", False):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from perfab.errors import PerfabError
 from perfab.plan import PlannedRun
 from perfab.run.backends import declared
-from perfab.run.readings import parsed_metric
+from perfab.run.readings import parsed_metric, rusage_readings
 from perfab.spec import Experiment
 from perfab.spec.stored import parser_only  # noqa: F401 (the runner asks here)
 from perfab.store import RunRecord
@@ -105,9 +105,7 @@ def _again(store, row: dict, parse, samples: dict, excluded: dict, profile: dict
 
 def _rusage(row: dict) -> dict[str, tuple[float, str]]:
     """A failed run's rusage readings from its stored row (the time backend's own metrics)."""
-    fields = {"wall_s": "wall_s", "user_s": "user_s", "sys_s": "sys_s", "vcsw": "nvcsw", "ivcsw": "nivcsw",
-              "max_rss_kb": "max_rss_kb"}
-    return {m: (float(row[f]), "rusage") for m, f in fields.items() if row.get(f) is not None}
+    return {m: (v, "rusage") for m, v in rusage_readings(row.get).items() if v is not None}
 
 
 def _planned(row: dict) -> PlannedRun:
