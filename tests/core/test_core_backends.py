@@ -2,13 +2,14 @@
 branches on a backend's name.
 
 The registry (``perfab.run.backends.BACKENDS``) is listed, and every class in
-it is checked for each declaration in ``base.DECLARED``; it and the spec's
-``[measure]`` keys by backend (``perfab.spec.schema.BACKEND_KEYS``) name the
-same backends; the spec's rules, the analysis and the report are shown to
-follow the declarations.  The source of the package
-outside ``run/backends/`` is read with ``ast`` for comparisons with a backend
-name (a literal grep would also find ``perf`` the profiler and ``guest`` the
-kallsyms source, which are not backends).
+it is checked for each declaration in ``base.DECLARED``, its ``[measure]``
+keys among them, which the spec's schema asks of the registry at use; the
+spec's rules, the analysis and the report are shown to follow the
+declarations.  The source of the package outside ``run/backends/`` is read
+with ``ast``: for comparisons with a backend name, and for any string equal
+to one that is not plainly something else (a literal grep would also find
+``perf`` the profiler and ``guest`` the kallsyms source, which are not
+backends).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import perfab.run.backends as registry
 from perfab.errors import SpecError, UsageError
 from perfab.run.backends.base import DECLARED, Declares
 from perfab.spec import parse_spec
-from perfab.spec.schema import BACKEND_KEYS
+from perfab.spec.schema import TABLES, keys_by_backend
 
 ROOT = Path(perfab.__file__).parent
 SPEC = """
@@ -61,14 +62,32 @@ def test_each_backend_declares_everything(name):
     assert "from_measure" in vars(cls), f"{name!r} must say how a spec makes it"
     assert isinstance(cls.counted((("cycles", "instructions"),)), str) and cls.counted(((),))
     # the keys it cannot do without are its own [measure] keys
-    own = {k.name for k in BACKEND_KEYS[name].keys}
+    own = {k.name for k in cls.measure_keys.keys}
     assert all(r.key in own and r.problem and r.fix for r in cls.required)
     # a backend counts a service exactly when it says with what
     assert (cls.service_counter is not Declares.service_counter) == (cls.counts_service is not None)
 
 
-def test_the_registry_and_the_spec_name_the_same_backends():
-    assert list(registry.BACKENDS) == list(BACKEND_KEYS)
+def test_the_spec_reads_each_backends_keys_from_its_class():
+    assert list(keys_by_backend()) == list(registry.BACKENDS)
+    measure = [k.name for k in TABLES["measure"]]
+    for name, cls in registry.BACKENDS.items():
+        assert all(k.name in measure for k in cls.measure_keys.keys), name
+    backend = TABLES["measure"][0]
+    assert (backend.name, backend.default, backend.value.options()) == ("backend", registry.DEFAULT,
+                                                                        tuple(registry.BACKENDS))
+
+
+def test_the_schema_asks_for_the_backends_only_when_used():
+    """Loading the schema alone loads no backend (they import the spec); its [measure] table still lists them."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from perfab.spec import schema; loaded = 'perfab.run.backends' in sys.modules; "
+            "keys = [k.name for k in schema.TABLES['measure']]; print(loaded, 'l1i' in keys, schema.owner('vcpus'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(ROOT.parent), "PATH": "/usr/bin:/bin"}).stdout.split()
+    assert out == ["False", "True", "guest"]
 
 
 def test_every_backend_class_in_the_package_is_registered():
@@ -153,3 +172,65 @@ def test_the_name_check_sees_what_the_old_code_did():
            'BACKENDS = ("time", "perf", "cachegrind", "guest")\n')
     assert len(_branches_on_a_backend_name(ast.parse(old), names)) == 3
     assert not _branches_on_a_backend_name(ast.parse('cmd = ["perf", "record"]\nok = symbols == "guest"\n'), names)
+
+
+# Strings equal to a backend name that name something else, by (module, enclosing function): why.
+NOT_A_BACKEND = {
+    ("metrics.py", "kind"): "a metric's kind (time)",
+    ("kernel/sides.py", "launch_request"): "the kallsyms source and cache of a guest's symbols",
+    ("kernel/sides.py", "_kvm_problem"): "the cache directory of a KVM probe boot",
+}
+
+
+def _names_something_else(node: ast.Constant, parents: dict) -> bool:
+    """A backend-like string whose use shows it is not a backend: compared with or looked up in something
+    other than a backend, a dict key, or a program run (an argv's first word, ``shutil.which``)."""
+    up = parents[node]
+    if isinstance(up, (ast.Tuple, ast.List, ast.Set)) and isinstance(parents.get(up), ast.Compare):
+        up = parents[up]  # x in ("time", "rate")
+    if isinstance(up, ast.Compare):
+        return "backend" not in ast.unparse(up).lower()
+    if isinstance(up, ast.Dict):
+        return node in up.keys
+    if isinstance(up, (ast.Tuple, ast.List)):
+        return up.elts[0] is node and len(up.elts) > 1
+    return isinstance(up, ast.Call) and ast.unparse(up.func) == "shutil.which"
+
+
+def _backend_strings(tree: ast.AST, names: set[str]) -> list[tuple[str, int]]:
+    """The enclosing function and line of every string equal to a backend name that may be one."""
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value in names and not _names_something_else(node, parents):
+            up = node
+            while up in parents and not isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                up = parents[up]
+            out.append((getattr(up, "name", "<module>"), node.lineno))
+    return out
+
+
+def test_no_backend_name_is_written_outside_the_backends():
+    names = set(registry.BACKENDS)
+    found, excused = [], set()
+    for path in sorted(ROOT.rglob("*.py")):
+        if (ROOT / "run" / "backends") in path.parents:
+            continue
+        module = path.relative_to(ROOT).as_posix()
+        for function, line in _backend_strings(ast.parse(path.read_text()), names):
+            if (module, function) in NOT_A_BACKEND:
+                excused.add((module, function))
+            else:
+                found.append(f"{module}:{line} in {function}")
+    assert not found
+    assert excused == set(NOT_A_BACKEND), "an excuse that no longer matches anything: remove it"
+
+
+def test_the_backend_string_check_sees_names_and_lets_other_words_pass():
+    names = set(registry.BACKENDS)
+    named = ('def f(m):\n    BACKEND = "perf"\n    run(backend="guest")\n    return {"b": "cachegrind"}\n'
+             '    if m.backend in ("time", "perf"): pass\n')
+    assert sorted(line for _, line in _backend_strings(ast.parse(named), names)) == [2, 3, 4, 5, 5]
+    other = ('def g(kind, symbols):\n    ok = kind in ("time", "rate") or symbols == "guest"\n'
+             '    argv = ["perf", "record"]\n    table = {"time": 1}\n    return shutil.which("perf")\n')
+    assert not _backend_strings(ast.parse(other), names)

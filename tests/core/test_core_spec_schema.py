@@ -11,7 +11,7 @@ from core_helpers import REPO
 from perfab.errors import SpecError
 from perfab.spec import parse_spec
 from perfab.spec.kinds import Sub, Subs
-from perfab.spec.schema import BACKEND_KEYS, REQUIRED, TABLES
+from perfab.spec.schema import REQUIRED, TABLES, keys_by_backend
 
 EXAMPLES = sorted(p for p in (REPO / "examples").rglob("*.toml"))
 
@@ -68,10 +68,10 @@ def test_a_default_shown_in_the_reference_is_the_typed_one():
     assert (margin.default, margin.default_text()) == (None, "experiment.margin")
 
 
-@pytest.mark.parametrize("backend", [b for b, entry in BACKEND_KEYS.items() if entry.keys])
+@pytest.mark.parametrize("backend", [b for b, entry in keys_by_backend().items() if entry.keys])
 def test_a_backends_own_key_is_refused_under_another(backend):
     """Each key a backend declares is refused under the time backend, naming that backend and the fix."""
-    for key in BACKEND_KEYS[backend].keys:
+    for key in keys_by_backend()[backend].keys:
         value = {"integer": "2", "boolean": "true"}.get(key.kind, '"x"' if key.kind == "string" else '["x"]')
         if key.name == "accel":
             value = '"tcg"'
@@ -117,23 +117,24 @@ def test_derive_checks_across_keys_and_moves_a_lost_baseline():
         swept.derive(variants=(dataclasses.replace(a, vars={"n": "1"}), b))
 
 
-def test_a_declared_backend_owns_its_keys():
-    """A backend declared with its own key is accepted by name, reads its key, and other backends refuse it."""
+def test_a_declared_backend_owns_its_keys(monkeypatch):
+    """A backend registered with its own key is accepted by name, reads its key, and other backends refuse it."""
+    import perfab.run.backends as registry
     from perfab.spec.kinds import Integer
-    from perfab.spec.schema import BackendKeys, Key, declare_backend
+    from perfab.spec.schema import BackendKeys, Key
 
-    saved = (dict(BACKEND_KEYS), TABLES["measure"])
-    try:
-        declare_backend("rapl", BackendKeys((Key("rapl_domains", Integer(1, 8), 1, "RAPL domains read."),)))
+    class Rapl(registry.BACKENDS["time"]):
+        name = "rapl"
+        measure_keys = BackendKeys((Key("rapl_domains", Integer(1, 8), 1, "RAPL domains read."),))
+
+    with monkeypatch.context() as patched:
+        patched.setitem(registry.BACKENDS, "rapl", Rapl)
+        assert TABLES["measure"][-1].name == "rapl_domains"
         exp = parse_spec(two_sides(extra='\n[measure]\nbackend = "rapl"\nrapl_domains = 2\n'), "r.toml")
         assert (exp.measure.backend, exp.measure.options) == ("rapl", {"rapl_domains": 2})
         assert parse_spec(exp.derive().source, "r.toml").measure == exp.measure
         with pytest.raises(SpecError, match=r"measure.rapl_domains: is read by the rapl backend, not 'time'; "
                                             r'set backend = "rapl" or remove rapl_domains'):
             parse_spec(two_sides(extra="\n[measure]\nrapl_domains = 2\n"), "r.toml")
-    finally:
-        BACKEND_KEYS.clear()
-        BACKEND_KEYS.update(saved[0])
-        TABLES["measure"] = saved[1]
     with pytest.raises(SpecError, match="unknown key"):
         parse_spec(two_sides(extra="\n[measure]\nrapl_domains = 2\n"), "r.toml")

@@ -128,7 +128,7 @@ class Measure:
     files: tuple[str, ...]  # guest backend: host files copied into the guest at the same path
     vmstat: tuple[str, ...]  # guest backend: /proc/vmstat rows counted over each run, in the guest
     cache_sim: bool  # guest backend: simulate L1i/L1d/LL in the TCG plugin
-    options: dict[str, Any]  # keys of a backend declared later (schema.declare_backend) that have no field here
+    options: dict[str, Any]  # keys a backend declares (its measure_keys) that have no field here
 
 
 @dataclass(frozen=True)

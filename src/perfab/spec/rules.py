@@ -13,7 +13,7 @@ from perfab.errors import SpecError, UsageError
 from perfab.spec import Experiment, Variant
 from perfab.spec.checks import AUTO, PLACEHOLDER
 from perfab.spec.kinds import At
-from perfab.spec.schema import BACKEND_KEYS, MAX_PLAN, RUNS, default, key, owner
+from perfab.spec.schema import MAX_PLAN, RUNS, default, key, keys_by_backend, owner
 
 _DESIGN = ("min_runs", "max_runs", "stop_on", "spending")  # the keys of a sequential design
 _LOOKING_ORDERS = ("interleaved", "alternate")  # orders that finish a block before the next one starts
@@ -148,15 +148,16 @@ def backend_keys(t: dict, at: At) -> None:
     backend = key("measure", "backend").value.read(t.get("backend", default("measure", "backend")),
                                                     at.child("backend"))
     perf_counters(backend, t, at)
-    borrowed = BACKEND_KEYS[backend].borrows if t.get(BACKEND_KEYS[backend].borrows_when) is True else ()
+    keys = keys_by_backend()
+    borrowed = keys[backend].borrows if t.get(keys[backend].borrows_when) is True else ()
     for name in t:
         mine = owner(name)
         if mine is None or mine == backend or name in borrowed:
             continue
-        lenders = [b for b, entry in BACKEND_KEYS.items() if name in entry.borrows]
-        also = "".join(f" (or {b} with {BACKEND_KEYS[b].borrows_when} = true)" for b in lenders)
+        lenders = [b for b, entry in keys.items() if name in entry.borrows]
+        also = "".join(f" (or {b} with {keys[b].borrows_when} = true)" for b in lenders)
         raise at.child(name).fail(f"is read by the {mine} backend{also}, not {backend!r}",
-                                  f'set backend = "{mine}"{BACKEND_KEYS[mine].fix} or remove {name}')
+                                  f'set backend = "{mine}"{keys[mine].fix} or remove {name}')
 
 
 def perf_counters(backend: str, t: dict, at: At) -> None:

@@ -5,11 +5,13 @@ exactly these keys, checks each value with its kind, and fills an absent
 key with its default.  The README's spec reference is generated from them
 (``python -m perfab.reference``), so the documentation cannot drift from
 what is accepted.  The keys of ``[measure]`` that one backend reads are
-declared per backend (``BACKEND_KEYS``): another backend refuses them.
+declared by that backend (``measure_keys`` of its class in
+``perfab.run.backends``), asked for at use: another backend refuses them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,7 +103,6 @@ RUNS = checks.Runs(Integer(1, MAX_RUNS))
 ALPHA, CONFIDENCE = 0.05, 0.95  # the defaults of experiment.alpha and experiment.confidence
 _LEVELS = Probability(f"alpha = {ALPHA}, confidence = {CONFIDENCE}")
 _ANY_STRINGS = Strings(words="array of strings, or a string")
-_HOST = "the host's"
 
 EXPERIMENT = (
     _k("name", Name(), REQUIRED, "Experiment name: the key of its runs in the results database."),
@@ -246,42 +247,23 @@ class BackendKeys:
     borrows_when: str = ""  # the boolean key of this backend that makes it read ``borrows``
 
 
-_GEOMETRY = Text(checks.geometry)
+def keys_by_backend() -> dict[str, BackendKeys]:
+    """Each backend's own ``[measure]`` keys, by backend, as the registry's classes declare them."""
+    from perfab.run import backends  # read at use: the backends import the spec
 
-# Keyed by backend, every backend listed. A backend may later declare its entry itself (perfab.run.backends),
-# as long as the reader can ask for it without importing anything that runs.
-BACKEND_KEYS: dict[str, BackendKeys] = {
-    "time": BackendKeys(),
-    "perf": BackendKeys((
-        _k("counters", Strings(), (), "perf events to count (perf backend), e.g. [\"cycles\", \"instructions:k\"]."),
-    )),
-    "cachegrind": BackendKeys((
-        _k("l1i", _GEOMETRY, None, 'cachegrind (or guest cache_sim) I1 geometry "size,assoc,line", e.g. "32K,8,64".',
-           _HOST),
-        _k("l1d", _GEOMETRY, None, "cachegrind D1 geometry.", _HOST),
-        _k("ll", _GEOMETRY, None, "cachegrind last-level geometry.", _HOST),
-        _k("branch_sim", Bool(), False, "cachegrind: simulate branch predictors (--branch-sim=yes)."),
-        _k("callgrind_toggle", Text(), None, "Count only inside this function (callgrind --toggle-collect)."),
-    )),
-    "guest": BackendKeys((
-        _k("vcpus", Integer(1, 64), 1, 'guest backend: virtual CPUs of each guest, 1..64.'),
-        _k("memory", Integer(64, 65536), 512, "guest backend: guest memory in MiB, 64..65536.", field="memory_mb"),
-        _k("accel", Choice(ACCELS), "auto",
-           f"guest backend: {', '.join(ACCELS)}; auto uses KVM when a short probe boot works, else TCG."),
-        _k("files", Strings(), (),
-           "guest backend: host files copied into each guest at the same path (the workload's program and its "
-           "libraries are copied without asking)."),
-        _k("vmstat", Strings(checks.vmstat_rows), (),
-           'guest backend: /proc/vmstat rows counted over each run in the guest, e.g. ["pgfault"]: vmstat.pgfault.'),
-        _k("cache_sim", Bool(), False,
-           "guest backend under TCG: simulate L1i, L1d and LL (geometry from l1i, l1d, ll, else 32K,8,64 / "
-           "32K,8,64 / 8M,16,64), split user/kernel."),
-    ), fix=" (with [variant.kernel] sides)", borrows=("l1i", "l1d", "ll"), borrows_when="cache_sim"),
-}
-BACKENDS = tuple(BACKEND_KEYS)
+    return {name: cls.measure_keys for name, cls in backends.BACKENDS.items()}
+
+
+def _backend_key() -> Key:
+    """``[measure] backend``: its choices, default and meaning are the registry's."""
+    from perfab.run import backends  # read at use: the backends import the spec
+
+    names = tuple(backends.BACKENDS)
+    return _k("backend", Choice(lambda: tuple(backends.BACKENDS)), backends.DEFAULT,
+              f"How runs are measured: {', '.join(names)}.")
+
 
 MEASURE_COMMON = (
-    _k("backend", Choice(lambda: tuple(BACKEND_KEYS)), "time", f"How runs are measured: {', '.join(BACKENDS)}."),
     _k("max_events_per_run", Integer(1, 64), None, "PMU counter budget per run (perf backend).", "probed"),
     _k("interrupts", Strings(checks.interrupt_rows), (),
        'Rows of /proc/interrupts counted over each run, machine-wide (e.g. ["TLB", "CAL"]): interrupts.TLB; '
@@ -294,31 +276,49 @@ MEASURE_COMMON = (
 
 def owner(name: str) -> str | None:
     """The backend whose own ``[measure]`` key ``name`` is; None for a key every backend reads."""
-    return next((b for b, entry in BACKEND_KEYS.items() if any(k.name == name for k in entry.keys)), None)
+    return next((b for b, entry in keys_by_backend().items() if any(k.name == name for k in entry.keys)), None)
 
 
-TABLES: dict[str, tuple[Key, ...]] = {
+_MEASURE: dict[tuple, tuple[Key, ...]] = {}  # the registry's classes and their keys -> [measure]'s keys
+
+
+def _measure_keys() -> tuple[Key, ...]:
+    """``[measure]``: the keys every backend reads, then each backend's own (built again when a backend or
+    its keys change)."""
+    from perfab.run import backends  # read at use: the backends import the spec
+
+    state = tuple((cls, id(cls.measure_keys)) for cls in backends.BACKENDS.values())
+    if state not in _MEASURE:
+        _MEASURE.clear()
+        _MEASURE[state] = (_backend_key(), *MEASURE_COMMON,
+                           *(k for entry in keys_by_backend().values() for k in entry.keys))
+    return _MEASURE[state]
+
+
+class _Tables(Mapping):
+    """The keys of each spec table; ``[measure]``'s are asked of the backends at each use."""
+
+    def __init__(self, fixed: dict[str, tuple[Key, ...]]):
+        self._fixed = fixed  # every table but [measure], in README order
+
+    def __getitem__(self, table: str) -> tuple[Key, ...]:
+        return _measure_keys() if table == "measure" else self._fixed[table]
+
+    def __iter__(self):
+        return iter((*self._fixed, "measure"))
+
+    def __len__(self) -> int:
+        return len(self._fixed) + 1
+
+
+TABLES: Mapping[str, tuple[Key, ...]] = _Tables({
     "experiment": EXPERIMENT,
     "variant": VARIANT,
     "variant.kernel": KERNEL,
     "workload": WORKLOAD,
     "workload.service": SERVICE,
     "workload.metric": METRIC,
-    "measure": (),  # set by _measure_keys() below
-}
-
-def _measure_keys() -> tuple[Key, ...]:
-    """``[measure]``: the keys every backend reads, then each backend's own."""
-    return MEASURE_COMMON + tuple(k for entry in BACKEND_KEYS.values() for k in entry.keys)
-
-
-def declare_backend(name: str, entry: BackendKeys) -> None:
-    """Add backend ``name`` with its own ``[measure]`` keys, or replace its entry (a backend may own it)."""
-    BACKEND_KEYS[name] = entry
-    TABLES["measure"] = _measure_keys()
-
-
-TABLES["measure"] = _measure_keys()
+})
 
 # The document itself: its four tables, in the order they are read.
 DOCUMENT = (

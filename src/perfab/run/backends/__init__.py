@@ -2,8 +2,8 @@
 
 ``BACKENDS`` maps each ``[measure] backend`` name to its class; everything
 else in perfab asks a backend (or this registry) instead of testing its name.
-Adding a backend is one module here, one line in ``_CLASSES``, its
-``[measure]`` keys (``perfab.spec.schema.BACKEND_KEYS``) and its tests.
+Adding a backend is one module here (its class declares its own
+``[measure]`` keys, ``measure_keys``), one line in ``_CLASSES``, and its tests.
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ the runs of each side over them (seed 000: 10 runs with ``:u``, 10 with
 
 Besides measuring, a backend class declares what the rest of perfab asks of
 it by name (``DECLARED``), so that nothing outside this package branches on
-a backend's name: the ``[measure]`` keys it cannot do without (the keys it
-reads are in ``perfab.spec.schema.BACKEND_KEYS``), its rusage policy (``wraps_workload``,
+a backend's name: the ``[measure]`` keys it reads (``measure_keys``, which
+the spec's schema asks for) and those it cannot do without, its rusage policy (``wraps_workload``,
 ``simulated``, ``slows_workload``, ``own_readings``), whether it counts a
 service and with what, whether its sides boot kernels, and how the report's
 SETUP describes it.  ``perfab.run.backends.BACKENDS`` lists the classes.
@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Protocol
 
 from perfab.metrics import Metric
+from perfab.spec.schema import BackendKeys
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class Required:
 # What every backend class states (the registry's test checks each one states all of them):
 DECLARED = {
     "name": str,  # the spec's [measure] backend value, stored with each session
+    "measure_keys": BackendKeys,  # its own [measure] keys, which every other backend refuses
     "required": tuple,  # Required: keys it cannot do without
     "wraps_workload": bool,  # rusage policy: the executed command is the backend's tool, not the workload
     "simulated": bool,  # rusage policy: the workload runs in a simulator, no rusage figure is its own
@@ -131,6 +133,7 @@ class Declares:
     """The defaults of every backend's methods that answer declarations (not the declarations themselves)."""
 
     counts_service: str | None
+    measure_keys = BackendKeys()  # no [measure] keys of its own
 
     def service_counter(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
         """Nothing counts the service: its CPU time and I/O are read from /proc all the same."""

@@ -65,6 +65,12 @@ from perfab.metrics import SIMULATED, Metric, resolve
 from perfab.run.backends.base import Measurement, SameForEverySide
 from perfab.run.backends.cache_geometry import CacheLevel, host_geometry, parse_level, resolve_geometry
 from perfab.run.backends.cache_outfile import metrics_from_events, parse_out_file, sum_out_files
+from perfab.spec import checks
+from perfab.spec.kinds import Bool, Text
+from perfab.spec.schema import BackendKeys, Key
+
+GEOMETRY = Text(checks.geometry)  # a cache geometry "size,assoc,line"
+HOST = "the host's"  # the README's default of a geometry: the host's caches
 
 __all__ = ["CachegrindBackend", "SIMULATION_NOTE", "host_geometry", "valgrind_version"]
 
@@ -120,6 +126,14 @@ class CachegrindBackend(SameForEverySide):
     """Instruction and cache-miss counts from valgrind's cache simulator."""
 
     name = "cachegrind"
+    measure_keys = BackendKeys((
+        Key("l1i", GEOMETRY, None, 'cachegrind (or guest cache_sim) I1 geometry "size,assoc,line", e.g. "32K,8,64".',
+            HOST),
+        Key("l1d", GEOMETRY, None, "cachegrind D1 geometry.", HOST),
+        Key("ll", GEOMETRY, None, "cachegrind last-level geometry.", HOST),
+        Key("branch_sim", Bool(), False, "cachegrind: simulate branch predictors (--branch-sim=yes)."),
+        Key("callgrind_toggle", Text(), None, "Count only inside this function (callgrind --toggle-collect)."),
+    ))
     required = ()
     wraps_workload = True
     simulated = True  # valgrind's rusage is the simulator's, never the workload's

@@ -28,7 +28,9 @@ from perfab.errors import UsageError
 from perfab.metrics import GUEST_CLOCKS, Metric, resolve
 from perfab.run.backends.base import Declares, Measurement
 from perfab.run.backends.cache_geometry import parse_level
-from perfab.spec import Measure, Variant, Workload
+from perfab.spec import Measure, Variant, Workload, checks
+from perfab.spec.kinds import Bool, Choice, Integer, Strings
+from perfab.spec.schema import ACCELS, BackendKeys, Key
 
 REQUEST, RESULT = "guest-request.json", "guest-result.json"
 DEFAULT_GEOMETRY = {"l1i": "32K,8,64", "l1d": "32K,8,64", "ll": "8M,16,64"}
@@ -46,6 +48,20 @@ class GuestBackend(Declares):
     """Boots the side's kernel for every run; see the module docstring."""
 
     name = "guest"
+    measure_keys = BackendKeys((
+        Key("vcpus", Integer(1, 64), 1, 'guest backend: virtual CPUs of each guest, 1..64.'),
+        Key("memory", Integer(64, 65536), 512, "guest backend: guest memory in MiB, 64..65536.", field="memory_mb"),
+        Key("accel", Choice(ACCELS), "auto",
+            f"guest backend: {', '.join(ACCELS)}; auto uses KVM when a short probe boot works, else TCG."),
+        Key("files", Strings(), (),
+            "guest backend: host files copied into each guest at the same path (the workload's program and its "
+            "libraries are copied without asking)."),
+        Key("vmstat", Strings(checks.vmstat_rows), (),
+            'guest backend: /proc/vmstat rows counted over each run in the guest, e.g. ["pgfault"]: vmstat.pgfault.'),
+        Key("cache_sim", Bool(), False,
+            "guest backend under TCG: simulate L1i, L1d and LL (geometry from l1i, l1d, ll, else 32K,8,64 / "
+            "32K,8,64 / 8M,16,64), split user/kernel."),
+    ), fix=" (with [variant.kernel] sides)", borrows=("l1i", "l1d", "ll"), borrows_when="cache_sim")
     required = ()
     wraps_workload = True  # the executed command is the launcher: wait4's rusage is QEMU's
     own_interrupts = True  # measure.interrupts are read inside the guest

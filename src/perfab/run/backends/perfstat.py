@@ -42,6 +42,8 @@ from perfab.run.backends.base import Measurement, Required, SameForEverySide
 from perfab.run.backends.perfderived import derived_names, derived_metrics
 from perfab.run.backends.perfparse import PerfRow, PerfStatParseError, parse_json
 from perfab.run.backends.perfsched import check_events, schedule_groups, split_modifiers
+from perfab.spec.kinds import Strings
+from perfab.spec.schema import BackendKeys, Key
 
 OUTPUT_NAME = "perf.stat"  # perf's -o file in the scratch directory
 STDERR_NAME = "stderr"  # the wrapped command's stderr, saved by the runner
@@ -53,6 +55,9 @@ class PerfStatBackend(SameForEverySide):
     """Counts hardware and software events with ``perf stat``; see the module docstring."""
 
     name = "perf"
+    measure_keys = BackendKeys((
+        Key("counters", Strings(), (), "perf events to count (perf backend), e.g. [\"cycles\", \"instructions:k\"]."),
+    ))
     required = (Required("counters", "the perf backend needs events to count",
                          'add counters = ["task-clock", "context-switches"] or use backend = "time"'),)
     wraps_workload = True  # perf stat is what runs: wall time kept, user/sys as perf reports the workload's
