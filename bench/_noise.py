@@ -22,7 +22,7 @@ from perfab.machine import snapshot  # noqa: E402
 from perfab.run.backends import TimeBackend  # noqa: E402
 from perfab.run.executor import RealExecutor  # noqa: E402
 from perfab.run.runner import Runner  # noqa: E402
-from perfab.spec import parse_spec  # noqa: E402
+from perfab.specfile import parse_spec  # noqa: E402
 from perfab.store import Store  # noqa: E402
 
 SPEC = """

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from perfab.run.backends import TimeBackend  # noqa: E402
 from perfab.run.executor import FakeExecutor, FakeOutcome  # noqa: E402
 from perfab.run.runner import Runner  # noqa: E402
-from perfab.spec import parse_spec  # noqa: E402
+from perfab.specfile import parse_spec  # noqa: E402
 from perfab.store import Store  # noqa: E402
 
 SPEC = """[experiment]

@@ -111,7 +111,7 @@ def real_history(runs: int = 5) -> np.ndarray:
     from perfab.run.backends import TimeBackend
     from perfab.run.executor import RealExecutor
     from perfab.run.runner import Runner
-    from perfab.spec import parse_spec
+    from perfab.specfile import parse_spec
     from perfab.store import Store
 
     subprocess.run(["make", "-s", "-C", str(ROOT), "workloads"], check=True)

@@ -30,7 +30,7 @@ from perfab.report.text import render_text  # noqa: E402
 from perfab.run.backends import TimeBackend  # noqa: E402
 from perfab.run.executor import FakeExecutor, FakeOutcome  # noqa: E402
 from perfab.run.runner import Runner  # noqa: E402
-from perfab.spec import parse_spec  # noqa: E402
+from perfab.specfile import parse_spec  # noqa: E402
 from perfab.store import Store  # noqa: E402
 
 RUSAGE_ROWS = 6  # Time elapsed, User, Sys, Max RSS, Ctx switches vol and invol (TimeBackend)

@@ -27,7 +27,7 @@ READS = 200  # reads of each example per process
 _READER = """
 import sys, time
 from pathlib import Path
-from perfab.spec import parse_spec
+from perfab.specfile import parse_spec
 texts = [(str(p), p.read_text()) for p in sorted(Path(sys.argv[1]).rglob("*.toml"))]
 start = time.perf_counter()
 for _ in range({reads}):
@@ -53,7 +53,7 @@ def derive_us(rounds: int = 300) -> tuple[float, float]:
 
     import tomli_w
 
-    from perfab.spec import load_spec, parse_spec
+    from perfab.specfile import load_spec, parse_spec
 
     exp = load_spec(ROOT / "examples" / "default.toml")
 

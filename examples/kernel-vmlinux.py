@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from perfab.errors import PerfabError
-from perfab.spec import load_spec
+from perfab.specfile import load_spec
 
 CACHE = Path(".perfab") / "kernel"  # the guest backend's kernel cache
 

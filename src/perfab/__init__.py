@@ -2,7 +2,7 @@
 
 An experiment travels one way, one subpackage per stage:
 
-1. ``perfab.spec``    reads the TOML spec into typed values and validates it
+1. ``perfab.specfile``    reads the TOML spec into typed values and validates it
                       against one schema of every key (``spec.schema``).
 2. ``perfab.plan``    orders the runs: warm-ups, interleaved seeded blocks
                       (ABBA / BAAB) over sides and sweep points, counter

@@ -50,7 +50,7 @@ from perfab.analyse.verdicts import Verdict
 from perfab.errors import PerfabError, UsageError
 from perfab.git import git_output, run_git
 from perfab.run.build import BuildError, repository
-from perfab.spec import Experiment, load_spec
+from perfab.specfile import Experiment, load_spec
 from perfab.store import Store
 
 SHORT = 12

@@ -168,7 +168,7 @@ def _report_opts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", default="text", choices=list(FORMATS))
     p.add_argument("--alpha", type=float, help="significance level after FDR control (default: the spec's, 0.05)")
     p.add_argument("--confidence", type=float, help="confidence level of intervals (default: the spec's, 0.95)")
-    from perfab.spec.schema import METHODS  # imported when a command that reports is chosen
+    from perfab.specfile.schema import METHODS  # imported when a command that reports is chosen
 
     p.add_argument("--method", choices=list(METHODS), help="override every row's method")
     p.add_argument("--all", action="store_true", dest="show_all",
@@ -251,7 +251,7 @@ def cmd_run(args, stdout, stderr) -> int:
     from perfab.run.backends import make_backend
     from perfab.run.executor import RealExecutor
     from perfab.run.runner import Runner
-    from perfab.spec import load_spec
+    from perfab.specfile import load_spec
     from perfab.store import open_store
 
     if args.html:
@@ -352,7 +352,7 @@ def cmd_plan(args, stdout, stderr) -> int:
     from perfab.run.build import resolve
     from perfab.run.preflight import preflight
     from perfab.run.schedule import new_schedule
-    from perfab.spec import load_spec
+    from perfab.specfile import load_spec
 
     exp = load_spec(args.spec)
     sides = [args.side] if args.side else None
@@ -397,7 +397,7 @@ def _try(exp, args, stdout, stderr) -> int:
 def cmd_parse(args, stdout, stderr) -> int:
     from perfab.report.trial import parsed_lines
     from perfab.run.trial import parse_output
-    from perfab.spec import load_spec
+    from perfab.specfile import load_spec
 
     workload, parsed = parse_output(load_spec(args.spec), args.workload, args.output, args.stderr)
     for line in parsed_lines(workload.name, parsed):

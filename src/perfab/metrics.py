@@ -65,7 +65,7 @@ class Metric:
 
 
 class Declared(Protocol):
-    """What a spec may declare of a metric (``perfab.spec.MetricSpec``)."""
+    """What a spec may declare of a metric (``perfab.specfile.MetricSpec``)."""
 
     label: str | None  # the report's title
     unit: str | None  # the unit

@@ -32,7 +32,7 @@ import itertools
 import random
 from dataclasses import dataclass
 
-from perfab.spec import Experiment, Workload
+from perfab.specfile import Experiment, Workload
 
 Params = tuple[tuple[str, str], ...]  # a sweep point: (parameter, value) pairs in spec order
 

@@ -12,7 +12,7 @@ from perfab.cli import main
 from perfab.run.backends import TimeBackend
 from perfab.run.executor import FakeExecutor, FakeOutcome
 from perfab.run.runner import Runner
-from perfab.spec import parse_spec
+from perfab.specfile import parse_spec
 from perfab.store import Store
 
 REPO = Path(__file__).resolve().parents[2]

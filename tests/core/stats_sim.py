@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from perfab.analyse.compare import compare
-from perfab.spec import parse_spec
+from perfab.specfile import parse_spec
 from perfab.metrics import resolve
 from perfab.store import Dataset
 from perfab.store.dataset import RunInfo, Session

@@ -25,8 +25,8 @@ import perfab
 import perfab.run.backends as registry
 from perfab.errors import SpecError, UsageError
 from perfab.run.backends.base import DECLARED, Declares
-from perfab.spec import parse_spec
-from perfab.spec.schema import TABLES, keys_by_backend
+from perfab.specfile import parse_spec
+from perfab.specfile.schema import TABLES, keys_by_backend
 
 ROOT = Path(perfab.__file__).parent
 SPEC = """
@@ -83,7 +83,7 @@ def test_the_schema_asks_for_the_backends_only_when_used():
     import subprocess
     import sys
 
-    code = ("import sys; from perfab.spec import schema; loaded = 'perfab.run.backends' in sys.modules; "
+    code = ("import sys; from perfab.specfile import schema; loaded = 'perfab.run.backends' in sys.modules; "
             "keys = [k.name for k in schema.TABLES['measure']]; print(loaded, 'l1i' in keys, schema.owner('vcpus'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(ROOT.parent), "PATH": "/usr/bin:/bin"}).stdout.split()

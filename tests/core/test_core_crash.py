@@ -11,7 +11,7 @@ import time
 
 from core_helpers import REPO, two_sides
 from perfab.plan import make_plan
-from perfab.spec import parse_spec
+from perfab.specfile import parse_spec
 
 ENTRY = [sys.executable, "-c", "from perfab.cli import main_entry; main_entry()"]
 

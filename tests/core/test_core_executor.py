@@ -15,7 +15,7 @@ from perfab.errors import PerfabError
 from perfab.run.executor import FakeExecutor, FakeOutcome, RealExecutor
 from perfab.run.runner import Runner
 from perfab.run.backends import TimeBackend
-from perfab.spec import parse_spec
+from perfab.specfile import parse_spec
 from perfab.store import Store
 
 ENV = dict(os.environ, LC_ALL="C")

@@ -9,7 +9,7 @@ import pytest
 
 from core_helpers import REPO, cli
 from perfab.parsers import describe, known_parsers
-from perfab.spec.schema import TABLES
+from perfab.specfile.schema import TABLES
 
 NO_GIT = '''
 [experiment]

@@ -1,6 +1,6 @@
 """The package's import graph has no cycle: between modules, or between layers.
 
-A layer is a top-level module or subpackage of ``perfab`` (``perfab.spec``,
+A layer is a top-level module or subpackage of ``perfab`` (``perfab.specfile``,
 ``perfab.run``, ``perfab.plan``...).  Only module-level imports count: they
 run when a module is loaded, so a cycle among them makes the load order
 matter.  An import inside a function runs at its call (the rare upward

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from perfab.metrics import RUSAGE, resolve
-from perfab.spec import MetricSpec
+from perfab.specfile import MetricSpec
 
 
 def test_rusage_and_service_metrics_carry_their_labels_and_origins():

@@ -8,7 +8,7 @@ import pytest
 
 from core_helpers import cli, two_sides
 from perfab.plan import make_plan
-from perfab.spec import parse_spec
+from perfab.specfile import parse_spec
 
 THREE = '[[variant]]\nname = "a"\n\n[[variant]]\nname = "b"\n\n[[variant]]\nname = "c"\n'
 

@@ -166,7 +166,7 @@ def test_every_distinct_failure_reason_is_reported(tmp_path):
     from perfab.run.backends import TimeBackend
     from perfab.run.executor import FakeExecutor, FakeOutcome
     from perfab.run.runner import Runner
-    from perfab.spec import parse_spec
+    from perfab.specfile import parse_spec
     from perfab.store import Store
 
     b_runs = iter(range(1000))

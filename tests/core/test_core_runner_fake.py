@@ -14,7 +14,7 @@ from perfab.analyse.diagnostics import Kind
 from perfab.errors import PerfabError, UsageError
 from perfab.plan import make_plan
 from perfab.report import render
-from perfab.spec import parse_spec
+from perfab.specfile import parse_spec
 
 
 def _counting(outcomes: dict[int, FakeOutcome], default: FakeOutcome = FakeOutcome(wall_s=1.0), hook=None):
@@ -330,7 +330,7 @@ class _FlakyTool:
 
 def test_a_run_lost_by_the_measuring_tool_runs_again_and_both_attempts_are_kept(db):
     from perfab.run.runner import Runner
-    from perfab.spec import parse_spec
+    from perfab.specfile import parse_spec
     from perfab.store import Store
 
     from core_helpers import FIXED_ENV

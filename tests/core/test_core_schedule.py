@@ -14,7 +14,7 @@ from perfab.plan import make_plan
 from perfab.run.preflight import preflight
 from perfab.run.schedule import (EnterCell, LeaveCell, Look, Run, WorkloadSetup, WorkloadTeardown, new_schedule,
                                  stretch)
-from perfab.spec import parse_spec
+from perfab.specfile import parse_spec
 
 SEQUENTIAL = """
 [experiment]

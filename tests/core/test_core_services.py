@@ -17,7 +17,7 @@ from perfab.run.backends import TimeBackend
 from perfab.run.executor import RealExecutor
 from perfab.run.runner import Runner
 from perfab.run.services import Service, run_shell
-from perfab.spec import parse_spec
+from perfab.specfile import parse_spec
 from perfab.store import Store
 
 FETCH = "import sys, urllib.request; body = urllib.request.urlopen(sys.argv[1], timeout=5).read(); print(len(body))"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import sqlite3
 
 from core_helpers import fake_runner
-from perfab.spec import parse_spec
-from perfab.spec.stored import definitions
+from perfab.specfile import parse_spec
+from perfab.specfile.stored import definitions
 from perfab.store import Store
 
 SEQUENTIAL = """

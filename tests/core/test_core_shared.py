@@ -9,7 +9,7 @@ import pytest
 from perfab.analyse.methods import get_method
 from perfab.errors import UsageError
 from perfab.git import git_output, run_git
-from perfab.spec.schema import METHODS
+from perfab.specfile.schema import METHODS
 from perfab.terminal import visible
 
 

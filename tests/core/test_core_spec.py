@@ -6,7 +6,7 @@ import pytest
 
 from core_helpers import REPO, cli, two_sides
 from perfab.errors import SpecError
-from perfab.spec import expand, load_spec, parse_spec
+from perfab.specfile import expand, load_spec, parse_spec
 
 
 def test_default_example_loads():

@@ -9,9 +9,9 @@ import pytest
 
 from core_helpers import REPO
 from perfab.errors import SpecError
-from perfab.spec import parse_spec
-from perfab.spec.kinds import Sub, Subs
-from perfab.spec.schema import REQUIRED, TABLES, keys_by_backend
+from perfab.specfile import parse_spec
+from perfab.specfile.kinds import Sub, Subs
+from perfab.specfile.schema import REQUIRED, TABLES, keys_by_backend
 
 EXAMPLES = sorted(p for p in (REPO / "examples").rglob("*.toml"))
 
@@ -120,8 +120,8 @@ def test_derive_checks_across_keys_and_moves_a_lost_baseline():
 def test_a_declared_backend_owns_its_keys(monkeypatch):
     """A backend registered with its own key is accepted by name, reads its key, and other backends refuse it."""
     import perfab.run.backends as registry
-    from perfab.spec.kinds import Integer
-    from perfab.spec.schema import BackendKeys, Key
+    from perfab.specfile.kinds import Integer
+    from perfab.specfile.schema import BackendKeys, Key
 
     class Rapl(registry.BACKENDS["time"]):
         name = "rapl"

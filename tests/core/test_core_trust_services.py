@@ -17,7 +17,7 @@ from core_helpers import cli, free_port, port_refuses, two_sides
 from perfab.run.backends import TimeBackend
 from perfab.run.executor import RealExecutor
 from perfab.run.runner import Runner
-from perfab.spec import parse_spec
+from perfab.specfile import parse_spec
 from perfab.store import Store
 
 FETCH = ("import sys, urllib.request; "

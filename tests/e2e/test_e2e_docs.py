@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from perfab.cli import build_parser, main
-from perfab.spec import load_spec, parse_spec
+from perfab.specfile import load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -83,7 +83,7 @@ def test_readme_reference_sections_are_the_generated_ones(kind):
 
 
 def test_every_spec_key_the_reader_accepts_is_documented():
-    from perfab.spec.schema import TABLES
+    from perfab.specfile.schema import TABLES
 
     for table, keys in TABLES.items():
         for key in keys:

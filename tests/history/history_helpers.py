@@ -17,7 +17,7 @@ from perfab.cli import main
 from perfab.run.backends import TimeBackend
 from perfab.run.executor import FakeExecutor, FakeOutcome
 from perfab.run.runner import Runner
-from perfab.spec import parse_spec
+from perfab.specfile import parse_spec
 from perfab.store import Store
 
 ENV = {"cpu.model": "Test CPU 3000", "cpu.cores": "4", "kernel.release": "6.1.0-test", "host.name": "bench1"}

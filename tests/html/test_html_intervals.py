@@ -19,7 +19,7 @@ from perfab.report.html import render_html
 from perfab.run.backends import TimeBackend
 from perfab.run.executor import RealExecutor
 from perfab.run.runner import Runner
-from perfab.spec import parse_spec
+from perfab.specfile import parse_spec
 from perfab.store import Store
 
 CURVE = """\

@@ -6,7 +6,7 @@ import pytest
 
 from perfab.errors import SpecError, UsageError
 from perfab.kernel.sides import choose_accel, launch_request, resolve_kernel
-from perfab.spec import parse_spec
+from perfab.specfile import parse_spec
 
 IMAGE = "/boot/vmlinuz-6.1.0-99-test"
 

@@ -99,7 +99,7 @@ def test_a_side_this_session_cannot_expand_is_left_out(tmp_path):
     """An external side's {build} is unknown to the other side's session: padding uses the sides it can see."""
     from perfab.errors import SpecError
     from perfab.run.layout import PAD_VAR, Padding
-    from perfab.spec import parse_spec
+    from perfab.specfile import parse_spec
 
     exp = parse_spec(two_sides_external(), str(tmp_path / "s.toml"))
     here, other = exp.variants

@@ -27,7 +27,7 @@ from perfab.cli import main
 from perfab.run.backends import make_backend
 from perfab.run.executor import FakeExecutor
 from perfab.run.runner import Runner
-from perfab.spec import parse_spec
+from perfab.specfile import parse_spec
 from perfab.store import Store
 from scheme_perf import FakePerf, Level
 

@@ -15,7 +15,7 @@ import json
 import pytest
 
 from perfab.plan import make_plan
-from perfab.spec import parse_spec
+from perfab.specfile import parse_spec
 from scheme_helpers import L1I_K, L1I_U, SPEC_000, levels_000, report, run_experiment, stored_runs, unwrap
 from scheme_perf import Fault, FakePerf
 

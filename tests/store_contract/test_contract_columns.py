@@ -12,7 +12,7 @@ import numpy as np
 from contract_helpers import plan, record, start
 from perfab.analyse.compare import compare
 from perfab.analyse.history import history
-from perfab.spec import parse_spec
+from perfab.specfile import parse_spec
 
 
 def _stored(store) -> None:

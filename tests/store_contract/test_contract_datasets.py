@@ -15,7 +15,7 @@ from perfab.report import render
 from perfab.run.backends import TimeBackend
 from perfab.run.executor import FakeExecutor, FakeOutcome
 from perfab.run.runner import Runner
-from perfab.spec import parse_spec
+from perfab.specfile import parse_spec
 from perfab.store import open_store
 
 SPEC = """[experiment]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from perfab.parsers import get_parser
-from perfab.spec import load_spec
+from perfab.specfile import load_spec
 from studies_helpers import EXAMPLES
 
 STUDIES = ("kernel-000-spin-unlock", "kernel-001-asm-inline", "kernel-002-osq-padding",

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from perfab.spec import load_spec
+from perfab.specfile import load_spec
 from studies_helpers import EXAMPLES, MAX_FOREIGN_SHARE, ROOT, Load, LoadMeter, cli, judged_on_quiet_machine
 
 STUDIES = sorted(p for p in EXAMPLES.iterdir() if p.is_dir() and re.match(r"\d{3}-", p.name))

@@ -53,8 +53,8 @@ from perfab.analyse.verdicts import (Verdict, basis_note, grid_pair, method_for,
 from perfab.errors import UsageError
 from perfab.metrics import RUSAGE, Metric, resolve
 from perfab.run.backends import DEFAULT, declared
-from perfab.spec import Experiment, MetricSpec, parse_spec
-from perfab.spec.stored import definitions
+from perfab.specfile import Experiment, MetricSpec, parse_spec
+from perfab.specfile.stored import definitions
 from perfab.store import Dataset, Params, Session, Store
 from perfab.store.columns import groups
 

@@ -32,8 +32,8 @@ from perfab.analyse.edivisive import Detection, EDivisive
 from perfab.analyse.compare import judged
 from perfab.analyse.summary import median_interval
 from perfab.errors import PerfabError, UsageError
-from perfab.spec import Experiment, parse_spec
-from perfab.spec.stored import definitions
+from perfab.specfile import Experiment, parse_spec
+from perfab.specfile.stored import definitions
 from perfab.store import Dataset, Params, Session, Store
 
 

@@ -357,7 +357,7 @@ def method_names() -> tuple[str, ...]:
 
 
 def get_method(name: str):
-    """The method a spec names (``perfab.spec.schema.METHODS``), or ``sequential`` for ``runs = "auto"``."""
+    """The method a spec names (``perfab.specfile.schema.METHODS``), or ``sequential`` for ``runs = "auto"``."""
     return _BY_NAME[name]
 
 

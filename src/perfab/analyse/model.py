@@ -13,7 +13,7 @@ from perfab.analyse.methods import Estimate
 from perfab.analyse.summary import Summary
 from perfab.metrics import Metric
 from perfab.analyse.verdicts import Verdict
-from perfab.spec import Experiment
+from perfab.specfile import Experiment
 from perfab.store import Params
 
 

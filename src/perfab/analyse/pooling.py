@@ -17,7 +17,7 @@ data names the side, what differs and how many versions are pooled.
 from __future__ import annotations
 
 from perfab.analyse.diagnostics import Diagnostic, Kind
-from perfab.spec import Experiment
+from perfab.specfile import Experiment
 from perfab.store import Session
 
 

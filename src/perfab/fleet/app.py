@@ -77,7 +77,7 @@ def submit(url: str, specs: list[str | Path], machine_class: str, say: Callable[
     """Queue each spec for a machine of ``machine_class``; every spec is read and checked before any is queued."""
     from procrastinate import exceptions
 
-    from perfab.spec import load_spec
+    from perfab.specfile import load_spec
 
     check_url(url)
     check_name("machine class", machine_class)

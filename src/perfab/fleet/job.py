@@ -103,7 +103,7 @@ def _run(ctx: Context, store, spec_text: str, spec_path: str, submission: str, r
     from perfab.run.backends import make_backend
     from perfab.run.executor import RealExecutor
     from perfab.run.runner import Runner
-    from perfab.spec import parse_spec
+    from perfab.specfile import parse_spec
 
     exp = parse_spec(spec_text, spec_path)
     environment = {**snapshot(), MACHINE_KEY: ctx.machine, CLASS_KEY: ctx.machine_class, SUBMISSION_KEY: submission}

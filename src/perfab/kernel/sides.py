@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfab.errors import UsageError
-from perfab.spec import Measure, Variant
+from perfab.specfile import Measure, Variant
 
 TOP_SYMBOLS = 200  # kernel symbols named per run, by instructions and by L1i misses
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 
 from perfab.run.schedule import Build, EnterCell, LeaveCell, Look, Run, Schedule, WorkloadSetup, WorkloadTeardown
-from perfab.spec import Experiment, expand, placeholders, workload_placeholders
+from perfab.specfile import Experiment, expand, placeholders, workload_placeholders
 
 
 def build_lines(sources: dict) -> list[str]:

@@ -13,7 +13,7 @@ from dataclasses import replace
 from perfab.machine.interrupts import interrupt_deltas, read_interrupts
 from perfab.metrics import SERVICE, resolve, service_metrics
 from perfab.run.context import SideContext
-from perfab.spec import Experiment, Workload
+from perfab.specfile import Experiment, Workload
 from perfab.store import RunRecord
 
 

@@ -46,7 +46,7 @@ from perfab.errors import PerfabError, UsageError
 from perfab.git import run_git
 from perfab.run.buildcache import aside, content_hash, discard, entry_lock
 from perfab.run.proctree import ProcessTree
-from perfab.spec import Experiment, Variant, expand
+from perfab.specfile import Experiment, Variant, expand
 from perfab.terminal import visible
 
 CACHE = Path(".perfab") / "cache"

@@ -19,7 +19,7 @@ from typing import Callable
 
 from perfab.errors import PerfabError
 from perfab.run.services import Service, run_shell
-from perfab.spec import Experiment, Variant, Workload, expand, placeholders
+from perfab.specfile import Experiment, Variant, Workload, expand, placeholders
 from perfab.store import Params
 
 

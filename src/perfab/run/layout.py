@@ -19,7 +19,7 @@ import shutil
 from typing import Callable
 
 from perfab.errors import PerfabError
-from perfab.spec import Variant, Workload, expand
+from perfab.specfile import Variant, Workload, expand
 
 PAD_VAR = "PERFAB_LAYOUT_PAD"
 HEADROOM = 64  # bytes of padding the longest side still gets: the variable is always there, at one offset

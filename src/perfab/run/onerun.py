@@ -27,7 +27,7 @@ from perfab.run.layout import Padding
 from perfab.run.readings import record, rusage_readings
 from perfab.run.sides import Sides
 from perfab.run.trampoline import read_rusage, rusage_shim
-from perfab.spec import Experiment, Variant, Workload, expand
+from perfab.specfile import Experiment, Variant, Workload, expand
 from perfab.store import RunRecord
 
 

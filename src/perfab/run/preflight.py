@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 from perfab.errors import UsageError
-from perfab.spec import Experiment, Variant, Workload, expand, placeholders, workload_placeholders
+from perfab.specfile import Experiment, Variant, Workload, expand, placeholders, workload_placeholders
 
 
 def preflight(exp: Experiment, schedule, env_of, programs: bool = True, sources: dict | None = None,

@@ -17,7 +17,7 @@ import shutil
 
 from perfab.errors import PerfabError
 from perfab.plan import sweep_points
-from perfab.spec import Experiment, Variant, expand, placeholders
+from perfab.specfile import Experiment, Variant, expand, placeholders
 
 
 def program_hashes(exp: Experiment, variant: Variant, env: dict[str, str], source: dict[str, str] | None) -> dict:

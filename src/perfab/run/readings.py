@@ -24,7 +24,7 @@ from perfab.errors import PerfabError
 from perfab.metrics import RUSAGE, RUSAGE_FIELDS, Metric, resolve
 from perfab.run.backends import Backend
 from perfab.run.executor import Execution
-from perfab.spec import Workload
+from perfab.specfile import Workload
 from perfab.store import RunRecord
 from perfab.terminal import visible
 

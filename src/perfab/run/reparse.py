@@ -24,8 +24,8 @@ from perfab.errors import PerfabError
 from perfab.plan import PlannedRun
 from perfab.run.backends import declared
 from perfab.run.readings import parsed_metric, rusage_readings
-from perfab.spec import Experiment
-from perfab.spec.stored import parser_only  # noqa: F401 (the runner asks here)
+from perfab.specfile import Experiment
+from perfab.specfile.stored import parser_only  # noqa: F401 (the runner asks here)
 from perfab.store import RunRecord
 from perfab.store.dataset import params_from_json
 

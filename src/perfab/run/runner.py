@@ -50,7 +50,7 @@ from perfab.run.schedule import (Build, EnterCell, LeaveCell, Look, Run, Schedul
 from perfab.run.services import run_shell
 from perfab.run.session import OpenSession, Opener, Opening, analysis_stopping, open_session
 from perfab.run.sides import Sides
-from perfab.spec import Experiment, Variant, Workload, expand, workload_placeholders
+from perfab.specfile import Experiment, Variant, Workload, expand, workload_placeholders
 from perfab.store import RunRecord, Store
 
 

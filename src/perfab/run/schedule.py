@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from perfab.plan import PlannedRun, block_of, blocks_for, first_blocks, make_plan, sweep_points
-from perfab.spec import Experiment
+from perfab.specfile import Experiment
 
 Cell = tuple[str, str, tuple]  # (workload, side, sweep point): what a side's setup and service belong to
 

@@ -25,7 +25,7 @@ from perfab.run.programs import session_sources
 from perfab.run.reparse import parser_only, reparse_session
 from perfab.run.schedule import Schedule, new_schedule, resumed_schedule
 from perfab.run.sides import Sides
-from perfab.spec import Experiment, Variant
+from perfab.specfile import Experiment, Variant
 from perfab.store import Store
 
 

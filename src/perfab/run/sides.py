@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from perfab.plan import Params
-from perfab.spec import Experiment, Variant, Workload, expand, placeholders
+from perfab.specfile import Experiment, Variant, Workload, expand, placeholders
 
 
 class Sides:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from perfab.errors import UsageError
-from perfab.spec import Experiment, Workload
+from perfab.specfile import Experiment, Workload
 
 _EVERY_RUN_MAY_FAIL = 1 << 30  # a trial never aborts: each cell's outcome is what it is for
 

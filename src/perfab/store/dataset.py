@@ -50,13 +50,13 @@ class Session:
     owner: str | None = None  # the claim (JSON, see perfab.store.owner) while a runner holds it
     sources: dict = field(default_factory=dict)  # variant -> {"commit": ..., "build": [...], ...}
     stop_reason: str | None = None  # why a sequential session stopped
-    design: dict | None = None  # how it was planned (perfab.spec.Experiment.design); None: stored before schema 4
+    design: dict | None = None  # how it was planned (perfab.specfile.Experiment.design); None: stored before schema 4
 
     @property
     def sequential(self) -> bool:
         """A sequential session (runs = "auto"): it may have run its whole stored plan and still be undecided."""
         if self.design is None:
-            from perfab.spec.stored import legacy_design
+            from perfab.specfile.stored import legacy_design
 
             return legacy_design(self.spec_text)["sequential"] is not None
         return self.design.get("sequential") is not None

@@ -23,7 +23,7 @@ Schema history:
   4  ``sessions.design_json``: how the session was planned (runs, warm-up,
      order, seed, the sequential design or null, each workload's definition
      digest and parser), so resuming and comparing it read no spec text;
-     NULL for a session stored before (``perfab.spec.stored`` reads its text).
+     NULL for a session stored before (``perfab.specfile.stored`` reads its text).
 """
 
 from __future__ import annotations

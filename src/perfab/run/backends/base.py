@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Protocol
 
 from perfab.metrics import Metric
-from perfab.spec.schema import BackendKeys
+from perfab.specfile.schema import BackendKeys
 
 
 @dataclass(frozen=True)

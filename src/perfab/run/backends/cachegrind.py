@@ -65,9 +65,9 @@ from perfab.metrics import SIMULATED, Metric, resolve
 from perfab.run.backends.base import Measurement, SameForEverySide
 from perfab.run.backends.cache_geometry import CacheLevel, host_geometry, parse_level, resolve_geometry
 from perfab.run.backends.cache_outfile import metrics_from_events, parse_out_file, sum_out_files
-from perfab.spec import checks
-from perfab.spec.kinds import Bool, Text
-from perfab.spec.schema import BackendKeys, Key
+from perfab.specfile import checks
+from perfab.specfile.kinds import Bool, Text
+from perfab.specfile.schema import BackendKeys, Key
 
 GEOMETRY = Text(checks.geometry)  # a cache geometry "size,assoc,line"
 HOST = "the host's"  # the README's default of a geometry: the host's caches

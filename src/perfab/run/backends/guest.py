@@ -28,9 +28,9 @@ from perfab.errors import UsageError
 from perfab.metrics import GUEST_CLOCKS, Metric, resolve
 from perfab.run.backends.base import Declares, Measurement
 from perfab.run.backends.cache_geometry import parse_level
-from perfab.spec import Measure, Variant, Workload, checks
-from perfab.spec.kinds import Bool, Choice, Integer, Strings
-from perfab.spec.schema import ACCELS, BackendKeys, Key
+from perfab.specfile import Measure, Variant, Workload, checks
+from perfab.specfile.kinds import Bool, Choice, Integer, Strings
+from perfab.specfile.schema import ACCELS, BackendKeys, Key
 
 REQUEST, RESULT = "guest-request.json", "guest-result.json"
 DEFAULT_GEOMETRY = {"l1i": "32K,8,64", "l1d": "32K,8,64", "ll": "8M,16,64"}

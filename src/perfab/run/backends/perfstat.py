@@ -42,8 +42,8 @@ from perfab.run.backends.base import Measurement, Required, SameForEverySide
 from perfab.run.backends.perfderived import derived_names, derived_metrics
 from perfab.run.backends.perfparse import PerfRow, PerfStatParseError, parse_json
 from perfab.run.backends.perfsched import check_events, schedule_groups, split_modifiers
-from perfab.spec.kinds import Strings
-from perfab.spec.schema import BackendKeys, Key
+from perfab.specfile.kinds import Strings
+from perfab.specfile.schema import BackendKeys, Key
 
 OUTPUT_NAME = "perf.stat"  # perf's -o file in the scratch directory
 STDERR_NAME = "stderr"  # the wrapped command's stderr, saved by the runner

@@ -3,7 +3,7 @@
 A spec names the sides to compare (``[[variant]]``), what to run on each
 (``[[workload]]``), how often and in which order (``[experiment]``) and how
 each run is measured (``[measure]``).  Every key is checked against
-``perfab.spec.schema``: an unknown key, a wrong type, a value out of range
+``perfab.specfile.schema``: an unknown key, a wrong type, a value out of range
 or a missing required key is a ``SpecError`` naming the file, the key and
 the fix.  See ``examples/default.toml`` for a complete spec and the README
 (generated from the schema) for every key.
@@ -186,7 +186,7 @@ class Experiment:
         """What a session stores of how it was planned, so resuming and comparing it need no spec text: runs per
         side, warm-up, order, seed, the sequential design (None for a fixed number of runs), and each
         workload's definition digest and parser."""
-        from perfab.spec.stored import workload_definitions
+        from perfab.specfile.stored import workload_definitions
 
         seq = self.sequential
         return {"runs": self.runs, "warmup": self.warmup, "order": self.order, "seed": self.seed,
@@ -199,7 +199,7 @@ class Experiment:
         keys as a read spec is; its source is the spec written out, so a session stores what it ran.
 
         A baseline that is not among new ``variants`` becomes the first of them."""
-        from perfab.spec.reader import derived
+        from perfab.specfile.reader import derived
 
         return derived(self, changes)
 
@@ -225,7 +225,7 @@ def load_spec(path: str | Path) -> Experiment:
 
 def parse_spec(text: str, path: str = "<spec>") -> Experiment:
     """Validate spec text; ``path`` is used in error messages."""
-    from perfab.spec.reader import read
+    from perfab.specfile.reader import read
 
     return read(text, path)
 

@@ -3,7 +3,7 @@
 A ``Kind`` names its TOML type in words (the README's type column), reads
 a value found at a dotted key (``At``) into the typed value the spec's
 dataclasses hold, and writes a typed value back as TOML
-(``perfab.spec.writer``).  Every refusal is a one-line ``SpecError`` naming
+(``perfab.specfile.writer``).  Every refusal is a one-line ``SpecError`` naming
 the file, the key, the problem and the fix.
 """
 
@@ -259,7 +259,7 @@ def cpu_list(value: str, at: At) -> str:
 
 @dataclass(frozen=True)
 class Sub(Kind):
-    """A table of its own schema (``perfab.spec.schema.TABLES[table]``), read by the reader's loop."""
+    """A table of its own schema (``perfab.specfile.schema.TABLES[table]``), read by the reader's loop."""
 
     table: str  # its schema table, e.g. "workload.service"
     not_table: tuple[str, str] | None = None  # (problem, fix) when it is no table; None: the type error

@@ -13,10 +13,10 @@ from typing import Any
 
 import tomli_w
 
-from perfab.spec import Experiment, Measure, MetricSpec, Workload
-from perfab.spec.checks import AUTO
-from perfab.spec.kinds import Sub, Subs
-from perfab.spec.schema import DOCUMENT, TABLES, Key
+from perfab.specfile import Experiment, Measure, MetricSpec, Workload
+from perfab.specfile.checks import AUTO
+from perfab.specfile.kinds import Sub, Subs
+from perfab.specfile.schema import DOCUMENT, TABLES, Key
 
 
 def dump(exp: Experiment) -> str:

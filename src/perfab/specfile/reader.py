@@ -2,7 +2,7 @@
 
 ``read_table`` is the whole reader: for each key of a table's schema it
 checks the value with the key's kind (or takes the typed default), recurses
-into sub-tables, runs the table's cross-key rules (``perfab.spec.rules``)
+into sub-tables, runs the table's cross-key rules (``perfab.specfile.rules``)
 and builds the table's dataclass.  Every refusal names the file and the
 dotted key.
 """
@@ -14,9 +14,9 @@ import tomllib
 from typing import Any, Callable
 
 from perfab.errors import SpecError
-from perfab.spec import Experiment, Kernel, Measure, MetricSpec, Sequential, Service, Variant, Workload, rules
-from perfab.spec.kinds import At, Sub, Subs, toml_name, typed
-from perfab.spec.schema import DOCUMENT, REQUIRED, TABLES, Key
+from perfab.specfile import Experiment, Kernel, Measure, MetricSpec, Sequential, Service, Variant, Workload, rules
+from perfab.specfile.kinds import At, Sub, Subs, toml_name, typed
+from perfab.specfile.schema import DOCUMENT, REQUIRED, TABLES, Key
 
 
 def read(text: str, path: str) -> Experiment:
@@ -160,7 +160,7 @@ def experiment(values: dict[str, Any], text: str, at: At) -> Experiment:
 
 def derived(exp: Experiment, changes: dict[str, Any]) -> Experiment:
     """``exp`` with ``changes``, checked across keys, its source the spec written out (``Experiment.derive``)."""
-    from perfab.spec.writer import dump
+    from perfab.specfile.writer import dump
 
     at = At(changes.get("path", exp.path), "")
     for table, items in (("variant", changes.get("variants", ())), ("workload", changes.get("workloads", ()))):

@@ -3,7 +3,7 @@
 A stored spec may come from an older perfab, or have been written before a
 key was refused: these answers read its TOML leniently (an unreadable text
 answers None or False) and never raise.  They are the only reads of stored
-spec text outside ``perfab.spec.reader``; a session stored since schema 4
+spec text outside ``perfab.specfile.reader``; a session stored since schema 4
 also carries its design (``Experiment.design``), which the store reads
 instead of the text.
 """
@@ -63,7 +63,7 @@ def parser_text(parser: str | None, options: dict) -> str:
 def workload_definitions(exp: Any) -> dict[str, dict[str, str]]:
     """Each workload's definition (a digest of its table as the schema writes it) and its parser, by name:
     what a session stores in its design for the analysis to compare sessions."""
-    from perfab.spec.writer import table_of
+    from perfab.specfile.writer import table_of
 
     return {w.name: {"definition": _digest(table_of(w, "workload")), "parser": parser_text(w.parser, w.parser_options)}
             for w in exp.workloads}
@@ -81,7 +81,7 @@ def definitions(session: Any) -> dict[str, dict[str, str]] | None:
 @lru_cache(maxsize=256)
 def _legacy_definitions(text: str) -> dict[str, dict[str, str]] | None:
     from perfab.errors import PerfabError
-    from perfab.spec import parse_spec
+    from perfab.specfile import parse_spec
 
     try:
         return workload_definitions(parse_spec(text, "<stored spec>"))

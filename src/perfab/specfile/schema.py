@@ -1,6 +1,6 @@
 """Every key a spec may hold, with its kind, typed default and meaning: one source of truth.
 
-The reader (``perfab.spec.reader``) is a loop over these tables: it accepts
+The reader (``perfab.specfile.reader``) is a loop over these tables: it accepts
 exactly these keys, checks each value with its kind, and fills an absent
 key with its default.  The README's spec reference is generated from them
 (``python -m perfab.reference``), so the documentation cannot drift from
@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from perfab.spec import checks
-from perfab.spec.checks import MAX_SWEEP_POINTS  # noqa: F401 (the limit lives beside the check)
-from perfab.spec.kinds import (AnyTable, Bool, Choice, CpuList, Integer, Kind, Name, Number, Pairs, Probability,
+from perfab.specfile import checks
+from perfab.specfile.checks import MAX_SWEEP_POINTS  # noqa: F401 (the limit lives beside the check)
+from perfab.specfile.kinds import (AnyTable, Bool, Choice, CpuList, Integer, Kind, Name, Number, Pairs, Probability,
                                StrMap, Strings, Sub, Subs, Text)
 
 ORDERS = ("interleaved", "alternate", "sequential", "random")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfab.errors import SpecError, UsageError
-from perfab.spec.kinds import At, Integer, Kind, typed
+from perfab.specfile.kinds import At, Integer, Kind, typed
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from perfab.errors import SpecError, UsageError
-from perfab.spec import Experiment, Variant
-from perfab.spec.checks import AUTO, PLACEHOLDER
-from perfab.spec.kinds import At
-from perfab.spec.schema import MAX_PLAN, RUNS, default, key, keys_by_backend, owner
+from perfab.specfile import Experiment, Variant
+from perfab.specfile.checks import AUTO, PLACEHOLDER
+from perfab.specfile.kinds import At
+from perfab.specfile.schema import MAX_PLAN, RUNS, default, key, keys_by_backend, owner
 
 _DESIGN = ("min_runs", "max_runs", "stop_on", "spending")  # the keys of a sequential design
 _LOOKING_ORDERS = ("interleaved", "alternate")  # orders that finish a block before the next one starts
