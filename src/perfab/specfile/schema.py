@@ -11,7 +11,7 @@ declared by that backend (``measure_keys`` of its class in
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +52,7 @@ class Key:
     name: str  # the key as written in TOML
     value: Kind  # how its value is checked and typed
     default: Any  # the typed value that applies when it is absent; REQUIRED for required keys
-    doc: str  # what it means, one or two sentences
+    doc: str | Callable[[], str]  # what it means, one or two sentences (a function: words asked of the backends)
     shown: str | None = None  # the README's default when the typed one is resolved later (e.g. "the host's")
     field: str | None = None  # the dataclass field it fills; None: the key's name
 
@@ -65,6 +65,10 @@ class Key:
     def attr(self) -> str:
         """The dataclass field it fills."""
         return self.field or self.name
+
+    def text(self) -> str:
+        """What it means, in the README's words."""
+        return self.doc() if callable(self.doc) else self.doc
 
     def default_text(self) -> str:
         """The README's default column."""
@@ -163,7 +167,8 @@ VARIANT = (
        "This side's build command (argv; one string runs with /bin/sh -c), in {src}, once per session.",
        "experiment.build"),
     _k("kernel", Sub("variant.kernel"), None,
-       'The Linux kernel this side boots under QEMU for each run (see variant.kernel); needs backend = "guest".'),
+       lambda: 'The Linux kernel this side boots under QEMU for each run (see variant.kernel); needs backend = '
+               f'"{backend_that("boots_kernels")}".'),
 )
 
 KERNEL = (
@@ -217,8 +222,8 @@ SERVICE = (
        "Client metric counting requests (e.g. complete_requests): the server's CPU time is also given per request.",
        field="requests_metric"),
     _k("counters", Choice(SERVICE_COUNTERS, fix='use "pids" or "cpus"'), None,
-       'With the perf backend, also count the server: "pids" (perf stat -p on its processes) or "cpus" '
-       "(perf stat -a -C service.cpus); metrics service.<event>."),
+       lambda: f'With the {backend_that("counts_service")} backend, also count the server: "pids" (perf stat -p on '
+               'its processes) or "cpus" (perf stat -a -C service.cpus); metrics service.<event>.'),
     _k("cpus", CpuList((str,), "string"), None, 'The CPUs counted with counters = "cpus", e.g. "1".'),
 )
 
@@ -254,6 +259,13 @@ def keys_by_backend() -> dict[str, BackendKeys]:
     return {name: cls.measure_keys for name, cls in backends.BACKENDS.items()}
 
 
+def backend_that(declaration: str) -> str:
+    """The name of the first registered backend whose ``declaration`` is set (e.g. ``boots_kernels``)."""
+    from perfab.run import backends  # read at use: the backends import the spec
+
+    return next(cls.name for cls in backends.BACKENDS.values() if getattr(cls, declaration))
+
+
 def _backend_key() -> Key:
     """``[measure] backend``: its choices, default and meaning are the registry's."""
     from perfab.run import backends  # read at use: the backends import the spec
@@ -264,10 +276,11 @@ def _backend_key() -> Key:
 
 
 MEASURE_COMMON = (
-    _k("max_events_per_run", Integer(1, 64), None, "PMU counter budget per run (perf backend).", "probed"),
+    _k("max_events_per_run", Integer(1, 64), None,
+       lambda: f"PMU counter budget per run ({backend_that('counts_service')} backend).", "probed"),
     _k("interrupts", Strings(checks.interrupt_rows), (),
-       'Rows of /proc/interrupts counted over each run, machine-wide (e.g. ["TLB", "CAL"]): interrupts.TLB; '
-       "with the guest backend, the guest's."),
+       lambda: 'Rows of /proc/interrupts counted over each run, machine-wide (e.g. ["TLB", "CAL"]): '
+               f"interrupts.TLB; with the {backend_that('boots_kernels')} backend, the guest's."),
     _k("profile", Bool(), False, "Also sample every run with perf record; per-symbol self-time diff."),
     _k("profile_event", Text(), None, "Event perf record samples.", "cycles, or cpu-clock without a PMU"),
     _k("profile_freq", Integer(1, 100_000), 999, "Samples per second."),
@@ -360,7 +373,7 @@ def reference_markdown() -> str:
     for table in ("experiment", "variant", "variant.kernel", "workload", "workload.service", "workload.metric",
                   "measure"):
         out += [f"#### `{heads[table]}`", "", "| key | type | default | meaning |", "|---|---|---|---|"]
-        out += [f"| `{k.name}` | {k.kind} | {k.default_text().replace('|', '/')} | {k.doc.replace('|', '/')} |"
+        out += [f"| `{k.name}` | {k.kind} | {k.default_text().replace('|', '/')} | {k.text().replace('|', '/')} |"
                 for k in TABLES[table]]
         out.append("")
     return "\n".join(out)
