@@ -245,9 +245,7 @@ def main_entry() -> None:
 
 
 def cmd_run(args, stdout, stderr) -> int:
-    from perfab.analyse.compare import analyse
     from perfab.machine import snapshot
-    from perfab.report import render
     from perfab.run.backends import make_backend
     from perfab.run.executor import RealExecutor
     from perfab.run.runner import Runner
@@ -266,6 +264,9 @@ def cmd_run(args, stdout, stderr) -> int:
                   f"`{_resume_command(args)}`", file=stderr)
         if args.no_report and not args.html:
             return 0 if result.status == "finished" else 130
+        from perfab.analyse.compare import analyse  # the runs need no statistics: imported for the report
+        from perfab.report import render
+
         analysis = analyse(store, exp.name, args.alpha, args.confidence, args.method, args.show_all)
     if args.html:
         _write_output(args.html, render(analysis, "html"))

@@ -2,8 +2,9 @@
 
 numpy, scipy and pandas cost about half a second to import; the command
 line imports them where an analysis or an explained size diff uses them.
-``--help`` of every command, ``list``, ``plan``, ``env``, ``counters`` and
-``size --compat`` (the compiled symbol reader) import none of them.  Each
+``--help`` of every command, ``list``, ``plan``, ``env``, ``counters``,
+``run --no-report`` and ``size --compat`` (the compiled symbol reader) import
+none of them.  Each
 case runs in a fresh interpreter (``sys.modules`` of this test process
 already holds everything) and prints the heavy modules it ended up with.
 """
@@ -65,6 +66,16 @@ def test_plan_env_and_counters_load_no_numerical_library(tmp_path):
     spec.write_text('[experiment]\nname = "t"\nruns = 3\n\n[[variant]]\nname = "a"\n\n[[variant]]\nname = "b"\n\n'
                     '[[workload]]\nname = "true"\nargv = ["/bin/true"]\n')
     assert _heavy_after([["plan", str(spec)], ["env"], ["counters"]]) == []
+
+
+def test_run_without_a_report_loads_no_numerical_library(tmp_path):
+    """`perfab run --no-report` stores real runs and analyses nothing; with a report it does load numpy."""
+    spec = tmp_path / "true.toml"
+    spec.write_text('[experiment]\nname = "t"\nruns = 3\nwarmup = 0\n\n[[variant]]\nname = "a"\n\n'
+                    '[[variant]]\nname = "b"\n\n[[workload]]\nname = "true"\nargv = ["/bin/true"]\n')
+    db = str(tmp_path / "results.db")
+    assert _heavy_after([["run", str(spec), "--db", db, "--no-report"]]) == []
+    assert "numpy" in _heavy_after([["run", str(spec), "--db", db, "--new-session"]])
 
 
 def test_size_compat_loads_no_numerical_library(tmp_path):
