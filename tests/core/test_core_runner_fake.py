@@ -14,6 +14,7 @@ from perfab.analyse.diagnostics import Kind
 from perfab.errors import PerfabError, UsageError
 from perfab.plan import make_plan
 from perfab.report import render
+from perfab.run.backends import SameForEverySide
 from perfab.specfile import parse_spec
 
 
@@ -293,7 +294,7 @@ def test_external_side_detection_must_match_exactly_one(db):
     assert store.experiments() == []
 
 
-class _FlakyTool:
+class _FlakyTool(SameForEverySide):
     """A backend whose tool loses every third run's readings, as perf stat 6.1 loses a short workload's status."""
 
     name = "time"

@@ -11,6 +11,7 @@ import pytest
 from core_helpers import FakeOutcome, cli, fake_runner, two_sides
 from perfab.errors import UsageError
 from perfab.plan import make_plan
+from perfab.run.backends import SameForEverySide
 from perfab.run.preflight import preflight
 from perfab.run.schedule import (EnterCell, LeaveCell, Look, Run, WorkloadSetup, WorkloadTeardown, new_schedule,
                                  stretch)
@@ -151,7 +152,7 @@ def test_preflight_checks_every_cell_of_the_schedule(tmp_path):
         preflight(only_b, new_schedule(only_b, None, 1, {}), lambda v: {"PATH": "/usr/bin:/bin"})
 
 
-class _LastWords:
+class _LastWords(SameForEverySide):
     """A backend that reads the run's stderr tail from the scratch file it names."""
 
     name = "lastwords"

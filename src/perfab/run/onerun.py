@@ -102,9 +102,8 @@ class OneRun:
         """The backend's readings (and the profile's) for an execution that started."""
         if ex.error is not None:
             return None
-        stderr_file = getattr(backend, "stderr_file", None)  # a backend of the older seam reads none
-        if ex.stderr_tail and stderr_file:
-            (scratch / stderr_file).write_bytes(ex.stderr_tail)  # the tool's last words (a signal death)
+        if ex.stderr_tail and backend.stderr_file:
+            (scratch / backend.stderr_file).write_bytes(ex.stderr_tail)  # the tool's last words (a signal death)
         measurement = backend.collect(scratch, group, ex.status)
         if self.recorder and ex.status == 0:
             measurement = _with_profile(measurement, self.recorder, scratch)
@@ -113,11 +112,10 @@ class OneRun:
     def _service_counter(self, ctx: SideContext, group: tuple[str, ...], scratch: Path):
         """The backend's counting of the service (its pids or its CPUs) for this run, when the spec asks for it."""
         svc = ctx.workload.service
-        counter_of = getattr(self.backend, "service_counter", None)  # a backend of the older seam counts none
-        if ctx.service is None or svc is None or not svc.counters or counter_of is None:
+        if ctx.service is None or svc is None or not svc.counters:
             return None
         pids = ctx.service.tree.pids() if ctx.service.tree is not None else []
-        return counter_of(group, scratch, pids, svc.cpus if svc.counters == "cpus" else None)
+        return self.backend.service_counter(group, scratch, pids, svc.cpus if svc.counters == "cpus" else None)
 
 
 def _run_cpu_s(rec: RunRecord) -> float | None:

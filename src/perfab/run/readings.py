@@ -103,8 +103,8 @@ def _rusage(ex: Execution, backend: Backend, measurement, override: dict | None)
     """(rusage metrics that are the workload's, exclusions with reasons, notes)."""
     own = override if override is not None else rusage_readings(partial(getattr, ex))
     excluded: dict[str, str] = {}
-    wrapper = getattr(backend, "wraps_workload", False)
-    if wrapper and getattr(backend, "simulated", False):
+    wrapper = backend.wraps_workload
+    if wrapper and backend.simulated:
         return {}, {}, ()  # a simulator's (valgrind's, QEMU's) own figures: the report leaves rusage out
     if wrapper:
         theirs = dict(getattr(measurement, "rusage", {}) or {}) if measurement is not None else {}

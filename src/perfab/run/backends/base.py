@@ -134,6 +134,7 @@ class Declares:
 
     counts_service: str | None
     measure_keys = BackendKeys()  # no [measure] keys of its own
+    stderr_file: str | None = None  # collect reads no stderr of the run
 
     def service_counter(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
         """Nothing counts the service: its CPU time and I/O are read from /proc all the same."""
@@ -146,7 +147,6 @@ class SameForEverySide(Declares):
     own_interrupts = False  # measure.interrupts are this machine's, read around the run
     simulated = False  # the workload runs on this machine's CPU: its rusage is its own
     boots_kernels = False  # the sides run on this machine's kernel
-    stderr_file = None  # collect reads no stderr of the run
 
     def prepare(self, variants: tuple, say) -> None:
         """Nothing to make ready."""

@@ -147,7 +147,7 @@ def guest_deadline(timeout_s: float) -> float:
     return max(timeout_s * 0.9, timeout_s - 10.0)
 
 
-class GuestSide:
+class GuestSide(Declares):
     """The guest backend bound to one side: its kernel and command line go into each run's request."""
 
     def __init__(self, parent: GuestBackend, variant: Variant, deadline_s: float):
