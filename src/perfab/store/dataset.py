@@ -114,7 +114,7 @@ class Dataset:
     @classmethod
     def of_columns(cls, experiment: str, sessions: tuple[Session, ...], table: RunTable,
                    samples: dict[str, Samples], excluded: dict[int, dict[str, str]],
-                   meta: dict[tuple[str, str], MetricMeta], profiles: dict | None = None) -> "Dataset":
+                   meta: dict[tuple[str, str], Metric], profiles: dict | None = None) -> "Dataset":
         """A dataset of columns (``Store.load``); ``runs`` and ``values`` are built from them only if read."""
         return cls(experiment, tuple(sessions), RunsView(table), ValuesView(table, samples), excluded, meta,
                    dict(profiles or {}))
