@@ -155,6 +155,12 @@ def _worker_args(wrk: argparse.ArgumentParser) -> None:
     wrk.add_argument("--until-idle", action="store_true", help="exit when no job is waiting")
 
 
+def _kexec_args(p: argparse.ArgumentParser) -> None:
+    from perfab.kexec.cli import add_args
+
+    add_args(p)
+
+
 def _size_args(size: argparse.ArgumentParser) -> None:
     size.add_argument("args", nargs=argparse.REMAINDER)
 
@@ -192,6 +198,8 @@ _SUBCOMMANDS = {  # name: (help line, what fills in its arguments), in `perfab -
     "submit": ("queue experiment specs for a class of lab machines (PostgreSQL --db)", _submit_args),
     "worker": ("on a lab machine: take queued experiments of its class and run them", _worker_args),
     "size": ("code-size diff of two ELF files, explained", _size_args),
+    "kexec": ("sides this machine kexecs into: start, resume after a boot, status, check, systemd unit",
+              _kexec_args),
 }
 
 
@@ -255,6 +263,12 @@ def cmd_run(args, stdout, stderr) -> int:
     if args.html:
         _refuse_inputs(args.html, [args.db], args.spec)
     exp = load_spec(args.spec)
+    if any(v.kernel is not None and v.kernel.boot == "kexec" for v in exp.variants):
+        from perfab.kexec.cli import start
+        from perfab.kexec.state import StateFile, state_dir
+
+        return start(args.spec, args.db, StateFile(state_dir()), "reboot", None, args.resume, args.new_session,
+                     stdout, stderr)
     backend = make_backend(exp.measure)
     with open_store(args.db) as store, _progress(stderr) as progress, RealExecutor() as executor:
         runner = Runner(exp, store, backend, executor, snapshot(), progress, say=lambda line: progress.log(line))
@@ -508,6 +522,12 @@ def cmd_screen(args, stdout, stderr) -> int:
     return 0
 
 
+def cmd_kexec(args, stdout, stderr) -> int:
+    from perfab.kexec.cli import cmd_kexec as kexec
+
+    return kexec(args, stdout, stderr)
+
+
 def cmd_submit(args, stdout, stderr) -> int:
     from perfab.fleet.app import submit
 
@@ -534,6 +554,7 @@ COMMANDS: dict[str, Callable] = {
     "counters": cmd_counters, "screen": cmd_screen, "submit": cmd_submit, "worker": cmd_worker,
 }
 COMMANDS["history"] = cmd_history
+COMMANDS["kexec"] = cmd_kexec
 COMMANDS["parse"] = cmd_parse
 
 

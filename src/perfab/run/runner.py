@@ -137,8 +137,11 @@ class Runner:
         opener = Opener(self.backend, self.sides, self.environment, self.real, self.say)
         return self.execute(open_session(self.exp, self.store, opener, Opening(side, resume, new_session, takeover)))
 
-    def execute(self, opened: OpenSession) -> SessionResult:
-        """Execute an open session's schedule; record how it ended and release it, however it ends."""
+    def execute(self, opened: OpenSession, pause: str | None = None) -> SessionResult:
+        """Execute an open session's schedule; record how it ended and release it, however it ends.
+
+        ``pause``: the schedule is a part of the session (a kexec session's boot): when it finishes, the
+        session is stored with this status instead of ``finished``, to be resumed."""
         walk = _Walk(self, opened, _failure_limit(self.exp, opened.schedule))
         status, stop_reason = "aborted", None  # unless the walk says otherwise; an exception leaves it resumable
         scratch_root = Path(tempfile.mkdtemp(prefix="perfab-"))
@@ -149,7 +152,8 @@ class Runner:
                     status = "interrupted"
         finally:
             shutil.rmtree(scratch_root, ignore_errors=True)
-            self._finish(opened, status, stop_reason if status == "finished" else None)
+            stored = pause if pause is not None and status == "finished" else status
+            self._finish(opened, stored, stop_reason if status == "finished" else None)
         if status == "aborted":
             raise PerfabError(walk.why_aborted())
         return SessionResult(opened.id, status, walk.done, walk.failed, opened.side)

@@ -86,6 +86,9 @@ class Kernel:
     base: str  # tinyconfig | defconfig | path of a .config
     config: tuple[tuple[str, str], ...]  # options set on top of the base, e.g. (("PARAVIRT_SPINLOCKS", "n"),)
     patches: tuple[str, ...]  # patch files applied to a private copy of the source
+    boot: str  # guest: QEMU boots it per run | kexec: this machine kexecs into it per block of runs
+    initrd: str | None  # boot = "kexec": initramfs loaded with the image; None: initrd.img-VERSION beside it
+    boot_timeout_s: float  # boot = "kexec": seconds the kernel has to boot before the side fails
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,8 @@ class Experiment:
     repo: str | None  # the git repository variant.git refs name; None: the one holding the spec
     build_timeout_s: float  # a build taking longer fails
     sequential: Sequential | None  # runs = "auto": look after every block, stop when decided
+    layout: str  # equal: argv/environment padded alike on every side | random: plus 0..4095 bytes per run
+    layout_check: bool  # also run the pair with functions aligned to 64 bytes, as experiment NAME+align64
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
@@ -254,7 +259,7 @@ def placeholders(exp: Experiment, variant: Variant, workload: Workload,
                  params: tuple[tuple[str, str], ...] = (), source: dict[str, str] | None = None) -> dict[str, str]:
     """The values ``{variant}``, ``{workload}``, ``{experiment}``, the sweep point's, ``{src}``/``{build}`` of a
     side built from source, and the side's own vars."""
-    values = {"variant": variant.name, "workload": workload.name, "experiment": exp.name}
+    values = {"variant": variant.name, "workload": workload.name, "experiment": exp.name, "layout_cflags": ""}
     values.update(params)
     values.update(source or {})
     values.update(variant.vars)
