@@ -58,6 +58,10 @@ class FakeMachine:
     loaded: tuple | None = None  # (SideKernel, cmdline, file_load) of the last load
     calls: list = field(default_factory=list)  # ("load", side image, cmdline) / ("switch",) / ("end", then)
     booted: list = field(default_factory=list)  # the identities it came back in, in order
+    boots: int = 0  # reboots so far: the boot id changes with each
+
+    def boot_id(self) -> str:
+        return f"boot-{self.boots}"
 
     def running(self) -> KernelIdentity:
         return self.current
@@ -74,10 +78,13 @@ class FakeMachine:
         self.calls.append(("switch",))
         self.current = HOME if self.fail_next else KernelIdentity(kernel.release, cmdline, kernel.build_id)
         self.fail_next = False
+        self.boots += 1
         self.booted.append(self.current)
 
     def end(self, then: str) -> None:
         self.calls.append(("end", then))
+        if then in ("reboot", "poweroff"):  # the firmware boots the default entry
+            self.current, self.boots = HOME, self.boots + 1
 
 
 def kexec_spec(tmp: Path, image: Path, runs: int = 2, backend: str = 'backend = "time"', extra: str = "",

@@ -181,3 +181,17 @@ def test_the_home_kernel_is_kexecd_back_into_when_asked(bench, tmp_path):
     assert step.kind == "finished"
     last_load = [c for c in bench.machine.calls if c[0] == "load"][-1]
     assert last_load == ("load", str(IMAGE), "root=/dev/sda1 ro") and bench.machine.calls[-1] == ("switch",)
+
+
+def test_a_resume_before_the_machine_went_down_waits(bench, tmp_path):
+    """A fleet worker may take the job again before the switch: the same boot id means nothing happened yet."""
+    spec, db = kexec_spec(tmp_path, IMAGE), tmp_path / "r.db"
+    exp = load_spec(spec)
+    with open_store(db) as store:
+        driver.begin(exp, store, bench.ctx, str(db))
+        state = bench.states.read()
+        bench.machine.boots -= 1  # the reboot has not happened yet
+        step = driver.proceed(state, exp, store, bench.ctx)
+        assert store.run_rows("kx") == []
+    assert step.kind == "waiting" and "has not happened yet" in step.text
+    assert bench.states.read() == state

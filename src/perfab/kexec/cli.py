@@ -70,7 +70,7 @@ def start(spec: str, db: str, states, then: str, machine: str | None, resume: bo
 
     exp = load_spec(spec)
     db = db if "://" in db else str(Path(db).resolve())
-    with open_store(db, machine=machine) as store, _context(states, stderr) as ctx:
+    with open_store(db, machine=machine) as store, real_context(states, stderr) as ctx:
         step = driver.begin(exp, store, ctx, db, then, machine, resume, new_session)
     return _said(step, stdout)
 
@@ -78,7 +78,7 @@ def start(spec: str, db: str, states, then: str, machine: str | None, resume: bo
 def _resume(states, abandon: bool, stdout, stderr) -> int:
     """After a boot: continue the session in progress (or, ``abandon``, forget it)."""
     from perfab.kexec import driver
-    from perfab.specfile import load_spec
+    from perfab.specfile import parse_spec
     from perfab.store import open_store
 
     state = states.read()
@@ -86,15 +86,16 @@ def _resume(states, abandon: bool, stdout, stderr) -> int:
         print("perfab: no kexec session in progress", file=stdout)
         return 0
     os.chdir(state.cwd)
-    with open_store(state.db, machine=state.machine) as store, _context(states, stderr) as ctx:
+    with open_store(state.db, machine=state.machine) as store, real_context(states, stderr) as ctx:
         if abandon:
             return _said(driver.abandon(state, store, ctx), stdout)
-        return _said(driver.proceed(state, load_spec(state.spec), store, ctx), stdout)
+        return _said(driver.proceed(state, parse_spec(state.spec_text, state.spec), store, ctx), stdout)
 
 
 @contextmanager
-def _context(states, stderr):
-    """The driver's context on this machine: the real machine, a runner with the real executor per store."""
+def real_context(states, stderr=None, say=None):
+    """The driver's context on this machine: the real machine, a runner with the real executor per store;
+    lines go to ``say``, else to ``stderr``."""
     from perfab.kexec.driver import Context
     from perfab.kexec.machine import RealMachine
     from perfab.machine import snapshot
@@ -102,9 +103,10 @@ def _context(states, stderr):
     from perfab.run.executor import RealExecutor
     from perfab.run.runner import Runner
 
-    def say(line: str) -> None:
+    def to_stderr(line: str) -> None:
         print(f"perfab: {line}", file=stderr, flush=True)
 
+    say = say or to_stderr
     with RealExecutor() as executor:
         def runner(exp, store):
             return Runner(exp, store, make_backend(exp.measure), executor, snapshot(), say=say)

@@ -9,6 +9,9 @@ does:
 
 - no boot pending (the session was interrupted between boots, or a boot
   could not be loaded): switch to the next side of the plan;
+- a boot pending and still the boot that asked for it (the same boot id:
+  the machine has not gone down yet, e.g. a fleet worker picked the job up
+  again at once): nothing, it waits;
 - a boot pending and the running kernel is that boot's (its token on the
   command line, the side's build id and release, within the side's
   ``boot_timeout``): it runs the boot's runs with the spec's backend,
@@ -55,7 +58,7 @@ UNIT = "perfab-kexec.service"
 class Step:
     """What one call did, for the command's output."""
 
-    kind: str  # switching | finished | failed | interrupted | nothing
+    kind: str  # switching | waiting (not switched yet) | finished | failed | interrupted | nothing
     text: str  # one line saying it
     order: tuple[str, ...] = ()  # the sides of the confirmed boots so far, in order
 
@@ -72,8 +75,13 @@ class Context:
 
 
 def begin(exp: Experiment, store: Store, ctx: Context, db: str, then: str = "reboot", machine_name: str | None = None,
-          resume: bool = False, new_session: bool = False) -> Step:
-    """Check everything, store the session (or take the unfinished one, ``resume``), switch to the first side."""
+          resume: bool = False, new_session: bool = False, resumer: str | None = UNIT,
+          environment: dict[str, str] | None = None) -> Step:
+    """Check everything, store the session (or take the unfinished one, ``resume``), switch to the first side.
+
+    ``resumer``: the systemd unit that must be enabled to continue after a boot (None: a fleet worker's job,
+    which its own service brings back); ``environment``: facts stored with the session besides the machine's
+    (a fleet job's machine, class and submission)."""
     if (pending := ctx.states.read()) is not None:
         raise UsageError(f"a kexec session is in progress on this machine (experiment {pending.experiment!r}, "
                          f"session {pending.session}); it continues at each boot (perfab kexec resume), or end "
@@ -81,7 +89,12 @@ def begin(exp: Experiment, store: Store, ctx: Context, db: str, then: str = "reb
     host = ctx.machine.host
     now = ctx.machine.running()
     problem = checks.machine_problem(host, now.release or "?", kexec=ctx.machine.kexec) or \
-        checks.pmu_problem(host, _counters(exp), "this machine") or checks.resumer_problem(host, UNIT)
+        checks.pmu_problem(host, _counters(exp), "this machine") or \
+        (checks.resumer_problem(host, resumer) if resumer else None)
+    if boot_token(now.cmdline) is not None:
+        problem = (f"the running kernel was booted by a kexec session of perfab ({boot_token(now.cmdline)} on its "
+                   "command line), whose sides would inherit that side's command line: reboot into the default "
+                   "boot entry first")
     if problem:
         raise UsageError(problem)
     mode = checks.lockdown(host)
@@ -89,8 +102,10 @@ def begin(exp: Experiment, store: Store, ctx: Context, db: str, then: str = "reb
     runner = ctx.runner(exp, store)
     opened = open_session(exp, store, _opener(runner), Opening(resume=resume, new_session=new_session,
                                                                 takeover=resume))
+    if environment:
+        store.add_environment(opened.id, environment)
     store.finish_session(opened.id, PAUSED)
-    state = KexecState(spec=str(Path(exp.path).resolve()), spec_hash=exp.spec_hash, db=db, cwd=str(Path.cwd()),
+    state = KexecState(spec=str(Path(exp.path).resolve()), spec_text=exp.source, spec_hash=exp.spec_hash, db=db, cwd=str(Path.cwd()),
                        experiment=exp.name, session=opened.id, machine=machine_name, then=then,
                        file_load=mode != "none", home=now.to_dict(), sides=sides)
     return _next(state, exp, store, ctx)
@@ -103,6 +118,9 @@ def proceed(state: KexecState, exp: Experiment, store: Store, ctx: Context) -> S
                          "or end the session with `perfab kexec abandon`")
     if state.pending is None:
         return _next(state, exp, store, ctx)
+    if state.pending.outcome == "pending" and state.pending.boot_id == ctx.machine.boot_id():
+        return Step("waiting", f"the switch to side {state.pending.side} (boot {state.pending.number}) has not "
+                               "happened yet: this is still the kernel that asked for it", tuple(state.order()))
     now = ctx.machine.running()
     why = _not_confirmed(state, now, time.time())
     if why is not None:
@@ -135,7 +153,7 @@ def _switch(state: KexecState, runs: list[PlannedRun], ctx: Context) -> Step:
     token = boots.token(state.session, number)
     kernel = state.sides[side]
     line = boots.cmdline(state.home.get("cmdline", ""), kernel.cmdline, token, kernel.boot_timeout_s)
-    boot = Boot(number, side, token, line, runs[0].seq, len(runs), time.time())
+    boot = Boot(number, side, token, line, runs[0].seq, len(runs), time.time(), ctx.machine.boot_id())
     ctx.machine.load(kernel, line, state.file_load)  # a refused image leaves the state as it was
     ctx.states.write(replace(state, pending=boot))
     ctx.say(f"boot {number}: kexec into side {side} ({kernel.release or kernel.image}) for {len(runs)} run(s); "

@@ -42,6 +42,10 @@ class Machine(Protocol):
         """The kernel running now."""
         ...
 
+    def boot_id(self) -> str:
+        """This boot's id (``/proc/sys/kernel/random/boot_id``): a new one after every boot."""
+        ...
+
     def settle(self) -> None:
         """Wait until the freshly booted system has started its services (they would disturb the runs)."""
         ...
@@ -68,6 +72,9 @@ class RealMachine:
 
     def running(self) -> KernelIdentity:
         return running(self.host.root / "proc", self.host.root / "sys")
+
+    def boot_id(self) -> str:
+        return self.host.text("proc/sys/kernel/random/boot_id") or ""
 
     def systemd(self) -> bool:
         """systemd is init: switching and rebooting go through it."""

@@ -53,6 +53,7 @@ class Boot:
     first_seq: int  # the plan position of the first run it carries
     runs: int  # planned runs it carries
     at: float  # unix time of the switch
+    boot_id: str = ""  # the boot id of the kernel that asked for the switch: the same one means not switched yet
     outcome: str = "pending"  # pending | confirmed | failed
     seconds: float | None = None  # from the switch to the confirmation (or to the failure's discovery)
     running: dict = field(default_factory=dict)  # the kernel found running after it (KernelIdentity.to_dict)
@@ -63,6 +64,7 @@ class KexecState:
     """Everything a booted machine needs to continue the session (see the module docstring)."""
 
     spec: str  # absolute path of the spec file
+    spec_text: str  # the spec as the session began (a fleet job's spec has no file on this machine)
     spec_hash: str  # the spec's hash when the session began: a changed spec is refused
     db: str  # the store: a path (absolute) or a postgresql:// URL
     cwd: str  # the directory perfab ran in (the spec's relative paths start there)
