@@ -269,10 +269,15 @@ def cmd_run(args, stdout, stderr) -> int:
 
         return start(args.spec, args.db, StateFile(state_dir()), "reboot", None, args.resume, args.new_session,
                      stdout, stderr)
-    backend = make_backend(exp.measure)
+    from perfab.run.aligned import openings, pair  # with layout_check, the aligned pair runs after the main one
+
     with open_store(args.db) as store, _progress(stderr) as progress, RealExecutor() as executor:
-        runner = Runner(exp, store, backend, executor, snapshot(), progress, say=lambda line: progress.log(line))
-        result = runner.run(side=args.side, resume=args.resume, new_session=args.new_session, takeover=args.takeover)
+        for one, resume in openings(store, pair(exp), args.resume):
+            runner = Runner(one, store, make_backend(one.measure), executor, snapshot(), progress,
+                            say=lambda line: progress.log(line))
+            result = runner.run(side=args.side, resume=resume, new_session=args.new_session, takeover=args.takeover)
+            if result.status != "finished":
+                break
         if result.status == "interrupted":
             print(f"perfab: interrupted after {result.runs_done} runs; stored. Continue with "
                   f"`{_resume_command(args)}`", file=stderr)

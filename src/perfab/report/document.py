@@ -24,7 +24,7 @@ from perfab.analyse.verdicts import Verdict
 from perfab.report.lines import clip
 from perfab.report.numbers import fmt_pct, measured_rows, noise_range
 
-FORMAT_VERSION = 2  # the JSON report's format; raised when a field is added, changes meaning or goes away
+FORMAT_VERSION = 3  # the JSON report's format; raised when a field is added, changes meaning or goes away
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,10 @@ HISTORY = (
         "runs of a check row in the new `rows[].invalid_runs`. Why: a reader that gates on a report (a CI job, "
         "a dashboard) can select a diagnostic by its kind and read its numbers, instead of matching a "
         "sentence that may be reworded, and compare verdicts without parsing them"),
+    (3, "two kinds of diagnostic: `layout_sensitive` on a `**` row whose verdict vanishes or changes sign in the "
+        "experiment's aligned pair (`layout_check = true`), `layout_check` in `warnings` with what the check "
+        "found. Why: a verdict that depends on where functions and the stack happen to fall is not the change's, "
+        "and a reader gating on `**` must be able to tell"),
 )
 
 _NUM = {"anyOf": [{"type": ["number", "null"]}, {"enum": ["inf", "-inf"]}]}  # _num: null for nan, strings for inf
@@ -59,6 +63,8 @@ def _key(key: Key) -> dict:
     """A diagnostic data key as a schema: its type (null allowed where the type says ``| None``) and meaning."""
     if isinstance(key.type_, UnionType):
         (inner,) = [t for t in key.type_.__args__ if t is not type(None)]
+        if inner is float:  # a number is null already where it is not one
+            return {**_NUM, "description": key.meaning}
         return {"type": [_JSON_TYPES[inner]["type"], "null"], "description": key.meaning}
     return {**_JSON_TYPES[key.type_], "description": key.meaning}
 

@@ -23,7 +23,7 @@ from perfab.run.around import Around
 from perfab.run.backends import Backend
 from perfab.run.context import SideContext
 from perfab.run.executor import Executor
-from perfab.run.layout import Padding
+from perfab.run.layout import Padding, random_extra, with_extra
 from perfab.run.readings import record, rusage_readings
 from perfab.run.sides import Sides
 from perfab.run.trampoline import read_rusage, rusage_shim
@@ -83,9 +83,13 @@ class OneRun:
         return around.finish(record(ex, started, measurement, parse, backend, workload, own_rusage), backend)
 
     def _padded_env(self, variant: Variant, workload: Workload, planned: PlannedRun, cwd: str | None) -> dict:
-        """The side's environment padded to the widest side's string bytes (``perfab.run.layout``)."""
-        return self.padding.env(variant, workload, planned.params, cwd,
-                                lambda v: self.sides.values(v, workload, planned.params), self.sides.env)
+        """The side's environment padded to the widest side's string bytes, plus a random draw per run with
+        layout = "random" (``perfab.run.layout``)."""
+        env = self.padding.env(variant, workload, planned.params, cwd,
+                               lambda v: self.sides.values(v, workload, planned.params), self.sides.env)
+        if self.exp.layout == "random":
+            env = with_extra(env, random_extra(self.exp.seed, planned.seq))
+        return env
 
     def _argv(self, workload: Workload, variant: Variant, values: dict[str, str], scratch: Path):
         """The command: the side's wrap, the workload's rusage shim when a wrap may fork, the workload."""

@@ -41,7 +41,7 @@ from perfab.plan import PlannedRun
 from perfab.run.backends import Backend
 from perfab.run.context import SideContext
 from perfab.run.executor import Executor
-from perfab.run.layout import LAYOUT
+from perfab.run.layout import describe as describe_layout
 from perfab.run.onerun import OneRun
 from perfab.run.preflight import pinned_cpus
 from perfab.run.readings import interrupted
@@ -121,7 +121,7 @@ class Runner:
                  environment: dict[str, str] | None = None, progress: Callable[[int, int, str], None] | None = None,
                  say: Callable[[str], None] = lambda line: None, stopping: Callable | None = None):
         self.exp, self.store, self.backend, self.executor = exp, store, backend, executor
-        self.environment = {**(environment or {}), "layout": LAYOUT}  # stored with a new session
+        self.environment = {**(environment or {}), "layout": describe_layout(exp.layout)}  # stored with a new session
         self.progress = progress or (lambda done, total, label: None)
         self.say = say
         self.stopping = stopping or analysis_stopping  # (store, exp) -> the decision at a look
