@@ -393,6 +393,11 @@ def cmd_plan(args, stdout, stderr) -> int:
               f"are undecided (at most {exp.sequential.max_runs} per side)", file=stdout)
     for line in schedule_lines(exp, schedule.possible(), groups, sources):
         print(line, file=stdout)
+    from perfab.kexec.boots import plan_lines as kexec_lines
+    from perfab.run.aligned import plan_lines as aligned_lines
+
+    for line in [*kexec_lines(exp, schedule.runs()), *aligned_lines(exp, sides)]:
+        print(line, file=stdout)
     return 0
 
 

@@ -25,7 +25,8 @@ from perfab.kexec.identity import TOKEN_KEY
 from perfab.plan import PlannedRun
 
 PANIC_S = 10  # seconds a panicked side kernel waits before it reboots into the firmware's default entry
-_DROPPED = ("BOOT_IMAGE=", "initrd=", "watchdog.open_timeout=", TOKEN_KEY + "=")  # words of the home command line a side does not inherit
+# words of the home command line a side does not inherit
+_DROPPED = ("BOOT_IMAGE=", "initrd=", "watchdog.open_timeout=", TOKEN_KEY + "=")
 
 
 def segments(runs: list[PlannedRun]) -> list[list[PlannedRun]]:
@@ -60,3 +61,13 @@ def cmdline(home: str, side: str, boot_token: str, boot_timeout_s: float, panic_
 def order_line(sides: list[str]) -> str:
     """``outline -> inlined -> inlined -> outline``: the kernels a session ran, in order."""
     return " -> ".join(sides) if sides else "no boot yet"
+
+
+def plan_lines(exp, runs: list[PlannedRun]) -> list[str]:
+    """What ``perfab plan`` says of a kexec session: its boots, in order, each with its side and runs."""
+    if not any(v.kernel is not None and v.kernel.boot == "kexec" for v in exp.variants):
+        return []
+    cut = segments(runs)
+    shown = " -> ".join(f"{seg[0].variant} ({len(seg)})" for seg in cut[:12]) + (" -> ..." if len(cut) > 12 else "")
+    return [f"kexec: {len(cut)} boots, each a kexec into the side of the next runs (runs per boot): {shown}",
+            "kexec: after each boot `perfab kexec resume` (the systemd unit) confirms the kernel and runs them"]

@@ -105,9 +105,9 @@ def begin(exp: Experiment, store: Store, ctx: Context, db: str, then: str = "reb
     if environment:
         store.add_environment(opened.id, environment)
     store.finish_session(opened.id, PAUSED)
-    state = KexecState(spec=str(Path(exp.path).resolve()), spec_text=exp.source, spec_hash=exp.spec_hash, db=db, cwd=str(Path.cwd()),
-                       experiment=exp.name, session=opened.id, machine=machine_name, then=then,
-                       file_load=mode != "none", home=now.to_dict(), sides=sides)
+    state = KexecState(spec=str(Path(exp.path).resolve()), spec_text=exp.source, spec_hash=exp.spec_hash, db=db,
+                       cwd=str(Path.cwd()), experiment=exp.name, session=opened.id, machine=machine_name,
+                       then=then, file_load=mode != "none", home=now.to_dict(), sides=sides)
     return _next(state, exp, store, ctx)
 
 

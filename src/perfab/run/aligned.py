@@ -64,3 +64,15 @@ def _has_sessions(store, name: str) -> bool:
         return bool(store.sessions(name))
     except UsageError:
         return False
+
+
+def plan_lines(exp: Experiment, sides: list[str] | None = None) -> list[str]:
+    """What ``perfab plan`` says of the aligned pair: that it runs next, and its kernels (checked, not built)."""
+    if not exp.layout_check:
+        return []
+    from perfab.run.backends import make_backend
+
+    two = aligned(exp)
+    chosen = tuple(v for v in two.variants if sides is None or v.name in sides)
+    return [f"layout check: then {two.name}, the same plan with every function aligned to 64 bytes and a random "
+            "stack offset per run", *(f"  {line}" for line in make_backend(two.measure).plan_lines(chosen))]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from perfab.errors import UsageError
@@ -32,7 +33,7 @@ from perfab.specfile import Measure, Variant, Workload, checks
 from perfab.specfile.kinds import Bool, Choice, Integer, Strings
 from perfab.specfile.schema import ACCELS, BackendKeys, Key
 
-REQUEST, RESULT = "guest-request.json", "guest-result.json"
+REQUEST, RESULT, STDERR_NAME = "guest-request.json", "guest-result.json", "stderr"
 DEFAULT_GEOMETRY = {"l1i": "32K,8,64", "l1d": "32K,8,64", "ll": "8M,16,64"}
 SIMULATION_NOTE = ("counts from perfab's QEMU TCG plugin over the workload's window: instructions and simulated "
                    "caches of the emulated CPU, not of real hardware")
@@ -61,6 +62,10 @@ class GuestBackend(Declares):
         Key("cache_sim", Bool(), False,
             "guest backend under TCG: simulate L1i, L1d and LL (geometry from l1i, l1d, ll, else 32K,8,64 / "
             "32K,8,64 / 8M,16,64), split user/kernel."),
+        Key("guest_counters", Strings(), (),
+            'guest backend under KVM: perf events counted by perf stat inside the guest on the vPMU (-cpu '
+            'host,pmu=on), e.g. ["cycles:u", "instructions:k"]; grouped within max_events_per_run (default: '
+            "the host's usable counters), never multiplexed."),
     ), fix=" (with [variant.kernel] sides)", borrows=("l1i", "l1d", "ll"), borrows_when="cache_sim")
     required = ()
     wraps_workload = True  # the executed command is the launcher: wait4's rusage is QEMU's
@@ -87,6 +92,8 @@ class GuestBackend(Declares):
         self.measure, self.cache_root = measure, cache_root
         self.kernels: dict[str, object] = {}  # side -> perfab.kernel.sides.KernelImage (resolved by prepare)
         self.accel: str | None = None
+        self.counters: tuple[str, ...] = tuple(measure.options.get("guest_counters") or ())  # vPMU events
+        self._groups = vpmu_groups(self.counters, measure.max_events_per_run) if self.counters else ((),)
 
     def prepare(self, variants: tuple[Variant, ...], say) -> None:
         """Each side's kernel image (built from source when asked), and the accelerator, before any run."""
@@ -97,6 +104,10 @@ class GuestBackend(Declares):
             self.kernels[v.name] = resolve_kernel(v, self.cache_root, say)
         first = self.kernels[variants[0].name] if variants else None
         self.accel = choose_accel(self.measure.accel, say, first, self.cache_root)
+        if self.counters and self.accel != "kvm":
+            raise UsageError(f"guest_counters are counted by the guest's vPMU, which only KVM gives it, and the "
+                             f"guests run under {self.accel.upper()} (no PMU: every row would be <not supported>); "
+                             'set accel = "kvm" on a machine where KVM works, or remove guest_counters')
 
     def plan_lines(self, variants: tuple[Variant, ...]) -> list[str]:
         """Each side's kernel (built before, or to build) and its boots, for ``perfab plan``."""
@@ -112,7 +123,8 @@ class GuestBackend(Declares):
         return GuestSide(self, variant, guest_deadline(workload.timeout_s))
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
-        return ((),)
+        """The vPMU counter groups (one empty group without guest_counters)."""
+        return self._groups
 
     def wrap(self, argv: list[str], scratch: Path, group: tuple[str, ...]) -> list[str]:
         raise UsageError("the guest backend measures a side at a time: use for_side(variant, workload).wrap")
@@ -123,7 +135,8 @@ class GuestBackend(Declares):
     def metric_info(self) -> dict[str, Metric]:
         names = (*_COUNTS.values(), *GUEST_CLOCKS, *(f"interrupts.{r}" for r in self.measure.interrupts),
                  *(f"vmstat.{r}" for r in self.measure.vmstat))
-        return {name: resolve(name, simulated=True, origin="backend") for name in names}
+        counted = {name: resolve(name) for name in self.counters}  # the vPMU's: the hardware's counts
+        return {**{name: resolve(name, simulated=True, origin="backend") for name in names}, **counted}
 
     def plugin_options(self) -> dict | None:
         """What the TCG plugin is asked to count (None under KVM, where no plugin runs)."""
@@ -133,6 +146,19 @@ class GuestBackend(Declares):
             return {"cache": False}
         levels = {key: getattr(self.measure, key) or DEFAULT_GEOMETRY[key] for key in DEFAULT_GEOMETRY}
         return {"cache": True, **{key: _plugin_geometry(key, text) for key, text in levels.items()}}
+
+
+def vpmu_groups(counters: tuple[str, ...], budget: int | None) -> tuple[tuple[str, ...], ...]:
+    """The vPMU's counter groups: within ``budget``, else within the host's usable counters (KVM gives the guest
+    the host's, less those the host itself holds); one group when neither is known."""
+    from perfab.run.backends.perfsched import check_events, schedule_groups
+
+    check_events(list(counters))
+    if budget is None:
+        from perfab.run.backends.perfprobe import probe_counter_budget
+
+        budget = probe_counter_budget().usable_counters
+    return schedule_groups(list(counters), budget) if budget else (tuple(counters),)
 
 
 def _plugin_geometry(key: str, text: str) -> str:
@@ -154,6 +180,7 @@ class GuestSide(Declares):
         self.parent, self.variant, self.deadline_s = parent, variant, deadline_s
         self.name, self.wraps_workload, self.own_interrupts = parent.name, True, True
         self.simulated = True
+        self.stderr_file = STDERR_NAME if parent.counters else None  # the guest perf's rows end the run's stderr
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         return self.parent.groups()
@@ -161,19 +188,35 @@ class GuestSide(Declares):
     def wrap(self, argv: list[str], scratch: Path, group: tuple[str, ...]) -> list[str]:
         """Write the run's request beside its scratch files; the launcher is what the runner executes."""
         request = Path(scratch) / REQUEST
-        request.write_text(json.dumps(self.request(argv, Path(scratch) / RESULT)))
+        request.write_text(json.dumps(self.request(argv, Path(scratch) / RESULT, group)))
         return [sys.executable, "-m", "perfab.kernel.launch", str(request)]
 
-    def request(self, argv: list[str], result: Path) -> dict:
-        """The launcher's request for one run of ``argv`` on this side."""
+    def request(self, argv: list[str], result: Path, group: tuple[str, ...] = ()) -> dict:
+        """The launcher's request for one run of ``argv`` on this side (inside ``perf stat`` with ``group``
+        when the vPMU counts)."""
         from perfab.kernel.sides import launch_request
 
-        return launch_request(self.parent.kernels[self.variant.name], self.variant, self.parent.measure,
-                              self.parent.accel, self.parent.plugin_options(), argv, result, self.deadline_s,
-                              self.parent.cache_root)
+        req = launch_request(self.parent.kernels[self.variant.name], self.variant, self.parent.measure,
+                             self.parent.accel, self.parent.plugin_options(), argv, result, self.deadline_s,
+                             self.parent.cache_root)
+        if self.parent.counters:
+            from perfab.kernel import vpmu
+
+            req.update(argv=vpmu.wrap(list(argv), group), files=[*req["files"], vpmu.PERF],
+                       cmdline=vpmu.cmdline(req["cmdline"]))
+        return req
 
     def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
-        return self.parent.collect(scratch, group, status)
+        got = self.parent.collect(scratch, group, status)
+        if not self.parent.counters or got.failure:
+            return got
+        from perfab.kernel import vpmu
+
+        stderr = (Path(scratch) / STDERR_NAME).read_text(errors="replace") if self.stderr_file else ""
+        counted = vpmu.read(stderr, group)
+        return replace(got, metrics={**got.metrics, **counted.metrics}, excluded={**got.excluded, **counted.excluded},
+                       notes=(*got.notes, *counted.notes), failure=counted.failure, rusage=counted.rusage,
+                       transient=counted.transient)
 
     def metric_info(self) -> dict[str, Metric]:
         return self.parent.metric_info()
