@@ -98,6 +98,10 @@ def setup_lines(a: Analysis) -> list[str]:
         why = a.stop_reason or (a.decision.reason if a.decision is not None else "not run yet")
         lines.append(f"  stopping : runs = \"auto\", {seq.min_runs}..{seq.max_runs} per side; {why}")
     lines.append(f"  counted  : {counted(a)}")
+    if a.environment.get("kexec.boots"):  # sides this machine kexec'd into: the kernels in the order they ran
+        from perfab.kexec.boots import order_of
+
+        lines.append(f"  kernels  : {order_of(a.environment['kexec.boots'])}")
     for variant, src in a.sources.items():
         if src.get("commit"):
             subject = f' ("{src["subject"]}")' if src.get("subject") else ""
