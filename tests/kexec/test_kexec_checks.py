@@ -192,3 +192,14 @@ def test_a_session_does_not_start_from_a_kernel_a_session_kexecd_into(tmp_path, 
     bench.close()
     assert "booted by a kexec session of perfab (s4.b2 on its command line)" in str(info.value)
     assert str(info.value).endswith("reboot into the default boot entry first")
+
+
+def test_the_plain_runner_refuses_kexec_sides(tmp_path):
+    """Run by the runner alone, both sides would run on the kernel this machine runs now."""
+    from perfab.run.backends import TimeBackend
+    from perfab.run.executor import FakeExecutor
+    from perfab.run.runner import Runner
+
+    exp = load_spec(kexec_spec(tmp_path, IMAGE))
+    with open_store(tmp_path / "r.db") as store, pytest.raises(UsageError, match="kernels this machine kexecs into"):
+        Runner(exp, store, TimeBackend(), FakeExecutor(), {}).run()

@@ -161,8 +161,8 @@ def test_a_side_whose_kernel_panics_fails_and_the_machine_comes_back_in_its_defa
     assert by_side["panics"]["status"] == "failed"
     assert environment["kexec.boots"].endswith(":panics:failed")
     con = sqlite3.connect(f"file:{share / 'results.db'}?mode=ro", uri=True)
-    (reason,), (status,) = con.execute("SELECT reason FROM runs WHERE status = 'failed'").fetchall(), \
-        con.execute("SELECT status FROM sessions").fetchall()
+    (reason,) = con.execute("SELECT reason FROM runs WHERE status = 'failed'").fetchone()
+    (status,) = con.execute("SELECT status FROM sessions").fetchone()
     con.close()
     assert status == "aborted" and "into side panics failed: the machine came back in" in reason
     assert "the firmware booted the default entry" in reason

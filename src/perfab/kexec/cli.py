@@ -143,21 +143,13 @@ def _status(states, stdout) -> int:
 
 def _check(args, stdout) -> int:
     """The checks ``start`` makes, on this machine and every side's kernel; nothing is stored or switched."""
-    from perfab.kexec import checks
-    from perfab.kexec.driver import UNIT, Context, _counters, _side_kernels
+    from perfab.kexec.driver import Context, check
     from perfab.kexec.machine import RealMachine
     from perfab.specfile import load_spec
 
-    exp = load_spec(args.spec)
-    machine = RealMachine()
-    now = machine.running()
-    problem = checks.machine_problem(machine.host, now.release or "?") or \
-        checks.pmu_problem(machine.host, _counters(exp), "this machine") or checks.resumer_problem(machine.host, UNIT)
-    if problem:
-        raise UsageError(problem)
-    mode = checks.lockdown(machine.host)
-    ctx = Context(machine, None, None, lambda line: print(f"perfab: {line}", file=stdout))
-    for side, kernel in _side_kernels(exp, ctx, mode).items():
+    ctx = Context(RealMachine(), None, None, lambda line: print(f"perfab: {line}", file=stdout))
+    now, mode, sides = check(load_spec(args.spec), ctx)
+    for side, kernel in sides.items():
         print(f"side {side}: {kernel.image} ({kernel.release}, build id {kernel.build_id}), cmdline "
               f"{kernel.cmdline!r}, initrd {kernel.initrd}", file=stdout)
     print(f"this machine can kexec (lockdown: {mode}); running {now.describe()}", file=stdout)

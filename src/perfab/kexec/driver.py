@@ -86,6 +86,22 @@ def begin(exp: Experiment, store: Store, ctx: Context, db: str, then: str = "reb
         raise UsageError(f"a kexec session is in progress on this machine (experiment {pending.experiment!r}, "
                          f"session {pending.session}); it continues at each boot (perfab kexec resume), or end "
                          "it with `perfab kexec abandon`")
+    now, mode, sides = check(exp, ctx, resumer)
+    runner = ctx.runner(exp, store)
+    opened = open_session(exp, store, _opener(runner), Opening(resume=resume, new_session=new_session,
+                                                                takeover=resume))
+    if environment:
+        store.add_environment(opened.id, environment)
+    store.finish_session(opened.id, PAUSED)
+    state = KexecState(spec=str(Path(exp.path).resolve()), spec_text=exp.source, spec_hash=exp.spec_hash, db=db,
+                       cwd=str(Path.cwd()), experiment=exp.name, session=opened.id, machine=machine_name,
+                       then=then, file_load=mode != "none", home=now.to_dict(), sides=sides)
+    return _next(state, exp, store, ctx)
+
+
+def check(exp: Experiment, ctx: Context, resumer: str | None = UNIT) -> tuple[KernelIdentity, str, dict]:
+    """Every check ``begin`` makes, nothing stored or switched: the running kernel, its lockdown mode and each
+    side's kernel; UsageError (one line) on the first problem."""
     host = ctx.machine.host
     now = ctx.machine.running()
     problem = checks.machine_problem(host, now.release or "?", kexec=ctx.machine.kexec) or \
@@ -98,17 +114,7 @@ def begin(exp: Experiment, store: Store, ctx: Context, db: str, then: str = "reb
     if problem:
         raise UsageError(problem)
     mode = checks.lockdown(host)
-    sides = _side_kernels(exp, ctx, mode)
-    runner = ctx.runner(exp, store)
-    opened = open_session(exp, store, _opener(runner), Opening(resume=resume, new_session=new_session,
-                                                                takeover=resume))
-    if environment:
-        store.add_environment(opened.id, environment)
-    store.finish_session(opened.id, PAUSED)
-    state = KexecState(spec=str(Path(exp.path).resolve()), spec_text=exp.source, spec_hash=exp.spec_hash, db=db,
-                       cwd=str(Path.cwd()), experiment=exp.name, session=opened.id, machine=machine_name,
-                       then=then, file_load=mode != "none", home=now.to_dict(), sides=sides)
-    return _next(state, exp, store, ctx)
+    return now, mode, _side_kernels(exp, ctx, mode)
 
 
 def proceed(state: KexecState, exp: Experiment, store: Store, ctx: Context) -> Step:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from perfab.errors import PerfabError
+from perfab.errors import PerfabError, UsageError
 from perfab.machine.busy import BusyMeter
 from perfab.plan import PlannedRun
 from perfab.run.backends import Backend
@@ -134,6 +134,9 @@ class Runner:
     def run(self, side: str | None = None, resume: bool = False, new_session: bool = False,
             takeover: bool = False) -> SessionResult:
         """Open a new session, or the unfinished one with ``resume``, and execute its schedule."""
+        if any(v.kernel is not None and v.kernel.boot == "kexec" for v in self.exp.variants):
+            raise UsageError(f"{self.exp.path}: its sides are kernels this machine kexecs into; run it with `perfab "
+                             "run` or `perfab kexec start` (perfab.kexec), which switch kernels between the sides")
         opener = Opener(self.backend, self.sides, self.environment, self.real, self.say)
         return self.execute(open_session(self.exp, self.store, opener, Opening(side, resume, new_session, takeover)))
 
