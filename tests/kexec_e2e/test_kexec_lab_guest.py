@@ -46,6 +46,7 @@ boot = "kexec"
 image = "{image}"
 initrd = "/run/results/initrd.gz"
 cmdline = "pti=on"
+boot_timeout = 1200      # a TCG boot on a loaded 2-core machine takes minutes
 
 [[variant]]
 name = "pti-off"
@@ -54,6 +55,7 @@ boot = "kexec"
 image = "{image}"
 initrd = "/run/results/initrd.gz"
 cmdline = "pti=off"
+boot_timeout = 1200
 
 [[workload]]
 name = "syscalls"
