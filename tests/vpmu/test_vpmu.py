@@ -141,3 +141,25 @@ def test_kvm_guests_get_the_hosts_pmu(tmp_path):
     req = qemu.BootRequest(kernel="/boot/vmlinuz", argv=("/bin/true",), accel="kvm", plugin=None, direct=False)
     cmd = qemu.qemu_command(req, "kvm", tmp_path / "a.cpio", tmp_path, tmp_path)
     assert cmd[cmd.index("-cpu") + 1] == "host,pmu=on"
+
+
+def test_the_guest_perf_reads_perf_61s_real_rows():
+    """The guest runs this host's perf 6.1; its rows are those recorded on this machine's PMU-less VM
+    (tests/data/perf/vm_group_u.json: perf's -o file of software events and unsupported hardware ones)."""
+    text = (DATA.parent / "perf" / "vm_group_u.json").read_text()
+    group = ("task-clock", "context-switches", "page-faults", "user_time", "system_time", "cycles", "instructions",
+             "L1-icache-load-misses:u")  # record_vm.sh's order
+    got = vpmu.read(text, group)
+    assert got.failure is None and got.metrics["task-clock"] > 0 and "page-faults" in got.metrics
+    assert set(got.excluded) == {"cycles", "instructions", "L1-icache-load-misses:u"}
+    assert vpmu.pmu_problem(text, group).startswith("the guest has no PMU: perf stat inside it reads "
+                                                    "<not supported> for cycles, instructions, L1-icache")
+
+
+@pytest.mark.skipif(not list(Path("/boot").glob("vmlinuz-6.1.0-*-amd64")), reason="no Debian 6.1 kernel in /boot")
+def test_the_probe_boots_a_guest_and_finds_no_pmu_under_tcg(tmp_path):
+    """The check `prepare` makes under KVM before any run, made here under TCG (no PMU), for real."""
+    image = sorted(Path("/boot").glob("vmlinuz-6.1.0-*-amd64"))[0]
+    line = vpmu.probe(image, ("cycles:u", "instructions:k", "task-clock"), "tcg", str(tmp_path))
+    assert line is not None and line.startswith("the guest has no PMU: perf stat inside it reads <not supported> "
+                                                "for cycles:u, instructions:k;")

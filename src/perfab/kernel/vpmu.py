@@ -103,3 +103,27 @@ def pmu_problem(stderr: str, group: tuple[str, ...]) -> str | None:
                 "under KVM with the host's PMU passed through (-cpu host,pmu=on, kvm.enable_pmu=1 on the host), or "
                 "remove guest_counters")
     return None
+
+
+PROBE_S = 120.0  # a KVM guest boots to its workload in seconds; under TCG (a test) in about a minute
+
+
+def probe(kernel, group: tuple[str, ...], accel: str, cache_dir: str) -> str | None:
+    """Why the guests cannot count ``group`` (one boot of ``kernel`` running ``perf stat`` on ``/bin/true``), or
+    None: the check before any run of a session with guest_counters."""
+    from perfab.kernel import qemu
+
+    hardware = tuple(e for e in group if not is_software(e))
+    if not hardware:
+        return None
+    result = qemu.boot(qemu.BootRequest(kernel=str(kernel), argv=tuple(wrap(["/bin/busybox", "true"], hardware)),
+                                        cmdline=GUEST_CMDLINE, accel=accel, plugin=None, files=(PERF,),
+                                        timeout_s=PROBE_S, deterministic=False, cache_dir=cache_dir))
+    if result.failure is not None:
+        return f"a probe guest running perf stat did not finish ({result.failure}); see `perfab plan --try`"
+    stderr = result.stderr.decode(errors="replace")
+    if not split(stderr, hardware)[1]:
+        said = stderr.strip().splitlines()
+        return (f"perf stat in a probe guest printed no counts (exit {result.status}: "
+                f"{said[-1] if said else 'no message'}); check that {PERF} runs in the guest")
+    return pmu_problem(stderr, hardware)

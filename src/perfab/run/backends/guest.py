@@ -108,6 +108,12 @@ class GuestBackend(Declares):
             raise UsageError(f"guest_counters are counted by the guest's vPMU, which only KVM gives it, and the "
                              f"guests run under {self.accel.upper()} (no PMU: every row would be <not supported>); "
                              'set accel = "kvm" on a machine where KVM works, or remove guest_counters')
+        if self.counters and first is not None:
+            from perfab.kernel import vpmu
+
+            problem = vpmu.probe(first.image, self.counters, "kvm", str(Path(self.cache_root, "guest").resolve()))
+            if problem:
+                raise UsageError(problem)
 
     def plan_lines(self, variants: tuple[Variant, ...]) -> list[str]:
         """Each side's kernel (built before, or to build) and its boots, for ``perfab plan``."""
