@@ -86,7 +86,7 @@ class Kernel:
     base: str  # tinyconfig | defconfig | path of a .config
     config: tuple[tuple[str, str], ...]  # options set on top of the base, e.g. (("PARAVIRT_SPINLOCKS", "n"),)
     patches: tuple[str, ...]  # patch files applied to a private copy of the source
-    boot: str  # guest: QEMU boots it per run | kexec: this machine kexecs into it per block of runs
+    boot: str  # qemu: a guest boots it per run | kexec: this machine kexecs into it per block of runs
     initrd: str | None  # boot = "kexec": initramfs loaded with the image; None: initrd.img-VERSION beside it
     boot_timeout_s: float  # boot = "kexec": seconds the kernel has to boot before the side fails
 
@@ -131,6 +131,7 @@ class Measure:
     files: tuple[str, ...]  # guest backend: host files copied into the guest at the same path
     vmstat: tuple[str, ...]  # guest backend: /proc/vmstat rows counted over each run, in the guest
     cache_sim: bool  # guest backend: simulate L1i/L1d/LL in the TCG plugin
+    guest_counters: tuple[str, ...]  # guest backend under KVM: perf events counted inside the guest (vPMU)
     options: dict[str, Any]  # keys a backend declares (its measure_keys) that have no field here
 
 
@@ -259,7 +260,7 @@ def placeholders(exp: Experiment, variant: Variant, workload: Workload,
                  params: tuple[tuple[str, str], ...] = (), source: dict[str, str] | None = None) -> dict[str, str]:
     """The values ``{variant}``, ``{workload}``, ``{experiment}``, the sweep point's, ``{src}``/``{build}`` of a
     side built from source, and the side's own vars."""
-    values = {"variant": variant.name, "workload": workload.name, "experiment": exp.name, "layout_cflags": ""}
+    values = {"variant": variant.name, "workload": workload.name, "experiment": exp.name}
     values.update(params)
     values.update(source or {})
     values.update(variant.vars)

@@ -23,7 +23,7 @@ from perfab.specfile.kinds import (AnyTable, Bool, Choice, CpuList, Integer, Kin
 ORDERS = ("interleaved", "alternate", "sequential", "random")
 ACCELS = ("auto", "tcg", "kvm")
 KERNEL_BASES = ("tinyconfig", "defconfig")
-KERNEL_BOOTS = ("guest", "kexec")
+KERNEL_BOOTS = ("qemu", "kexec")
 LAYOUTS = ("equal", "random")
 FDR_METHODS = ("bh", "holm")
 METHODS = ("nonparametric", "exact", "normal")
@@ -197,8 +197,8 @@ KERNEL = (
        'Options on top of the base, e.g. {PARAVIRT_SPINLOCKS = "n", NR_CPUS = "4"}; one that does not exist or '
        "that olddefconfig drops is refused before any build.", "{}"),
     _k("patches", Strings(), (), "Patch files applied (in order) to a private copy of the source."),
-    _k("boot", Choice(KERNEL_BOOTS), "guest",
-       lambda: f'How the side\'s kernel runs: guest (QEMU boots it for each run, backend = '
+    _k("boot", Choice(KERNEL_BOOTS), "qemu",
+       lambda: f'How the side\'s kernel runs: qemu (a guest booted for each run, backend = '
                f'"{backend_that("boots_kernels")}") or kexec (this machine kexecs into it and runs the side\'s runs '
                'with a host backend; see On a real machine).'),
     _k("initrd", Text(), None, 'With boot = "kexec": the initramfs loaded with the image.',

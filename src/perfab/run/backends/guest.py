@@ -92,7 +92,7 @@ class GuestBackend(Declares):
         self.measure, self.cache_root = measure, cache_root
         self.kernels: dict[str, object] = {}  # side -> perfab.kernel.sides.KernelImage (resolved by prepare)
         self.accel: str | None = None
-        self.counters: tuple[str, ...] = tuple(measure.options.get("guest_counters") or ())  # vPMU events
+        self.counters: tuple[str, ...] = tuple(measure.guest_counters)  # vPMU events, counted inside the guest
         self._groups = vpmu_groups(self.counters, measure.max_events_per_run) if self.counters else ((),)
 
     def prepare(self, variants: tuple[Variant, ...], say) -> None:
