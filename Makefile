@@ -99,6 +99,7 @@ kernel-deps:
 	command -v xz >/dev/null 2>&1 || missing="$$missing xz-utils"; \
 	command -v git >/dev/null 2>&1 || missing="$$missing git"; \
 	command -v patch >/dev/null 2>&1 || missing="$$missing patch"; \
+	command -v ccache >/dev/null 2>&1 || missing="$$missing ccache"; \
 	[ -f /usr/include/gelf.h ] || missing="$$missing libelf-dev"; \
 	[ -f /usr/include/openssl/ssl.h ] || missing="$$missing libssl-dev"; \
 	command -v qemu-system-x86_64 >/dev/null 2>&1 || missing="$$missing qemu-system-x86"; \
