@@ -23,7 +23,7 @@ def test_the_archive_lists_with_cpio_and_holds_the_workload_and_its_libraries(tm
     image = initramfs.build(w, tmp_path)
     names = subprocess.run(["cpio", "-t"], stdin=image.open("rb"), capture_output=True,
                            text=True, check=True).stdout.split()
-    assert {"init", "bin/busybox", "bin/sh", "bin/perfab-guestrun", ".perfab/req/argv",
+    assert {"init", "bin/busybox", "bin/sh", ".perfab/bin/perfab-guestrun", ".perfab/req/argv",
             "work/here", true.lstrip("/")} <= set(names)
     assert any(n.endswith("libc.so.6") for n in names)  # true is dynamic: its libraries come along
     assert initramfs.build(w, tmp_path) == image  # same content, same cached file

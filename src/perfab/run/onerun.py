@@ -64,7 +64,7 @@ class OneRun:
         started = time.time()
         if (problem := ctx.service_problem()) is not None:
             return _not_run(started, problem)
-        backend = self.backend.for_side(variant, workload)
+        backend = self.backend.for_side(variant, workload).for_run(values, ctx.service_spec())
         around = Around(self.exp, ctx, self._service_counter(ctx, group, scratch), not backend.own_interrupts)
         if (problem := around.start()) is not None:
             return _not_run(started, problem)
@@ -80,7 +80,8 @@ class OneRun:
             around.stop_counting()
             if os.listdir(scratch):
                 shutil.rmtree(scratch, ignore_errors=True)  # next run recreates it
-        return around.finish(record(ex, started, measurement, parse, backend, workload, own_rusage), backend)
+        return around.finish(record(ex, started, measurement, parse, backend, workload, own_rusage), backend,
+                             measurement)
 
     def _padded_env(self, variant: Variant, workload: Workload, planned: PlannedRun, cwd: str | None) -> dict:
         """The side's environment padded to the widest side's string bytes (``perfab.run.layout``)."""

@@ -21,6 +21,7 @@ workload.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from perfab.run.backends.base import Declares, Measurement
 from perfab.run.backends.cache_geometry import parse_level
 from perfab.specfile import Measure, Variant, Workload, checks
 from perfab.specfile.kinds import Bool, Choice, Integer, Strings
-from perfab.specfile.schema import ACCELS, BackendKeys, Key
+from perfab.specfile.schema import ACCELS, GUEST_ROOTS, BackendKeys, Key
 
 REQUEST, RESULT = "guest-request.json", "guest-result.json"
 DEFAULT_GEOMETRY = {"l1i": "32K,8,64", "l1d": "32K,8,64", "ll": "8M,16,64"}
@@ -58,6 +59,11 @@ class GuestBackend(Declares):
             "libraries are copied without asking)."),
         Key("vmstat", Strings(checks.vmstat_rows), (),
             'guest backend: /proc/vmstat rows counted over each run in the guest, e.g. ["pgfault"]: vmstat.pgfault.'),
+        Key("root", Choice(GUEST_ROOTS), "initramfs",
+            'guest backend: what the guest runs from: "initramfs" (the workload\'s and its server\'s programs, '
+            'their libraries and files, copied in: only these bytes, the same on every side) or "host" (this '
+            "machine's root filesystem, read-only over virtio-9p with a tmpfs for writes: scripts, installed "
+            "benchmarks and servers run unchanged)."),
         Key("cache_sim", Bool(), False,
             "guest backend under TCG: simulate L1i, L1d and LL (geometry from l1i, l1d, ll, else 32K,8,64 / "
             "32K,8,64 / 8M,16,64), split user/kernel."),
@@ -70,6 +76,7 @@ class GuestBackend(Declares):
     own_readings = True  # the plugin's counts and the in-guest counters
     boots_kernels = True
     counts_service = None
+    runs_service = True  # the workload's server starts in the guest, beside the workload
 
     @classmethod
     def from_measure(cls, measure: Measure) -> "GuestBackend":
@@ -109,7 +116,7 @@ class GuestBackend(Declares):
         if variant.name not in self.kernels:
             raise UsageError(f"side {variant.name!r} has no prepared kernel; this is a bug in the caller: "
                              "call prepare() with every side first")
-        return GuestSide(self, variant, guest_deadline(workload.timeout_s))
+        return GuestSide(self, variant, workload, guest_deadline(workload.timeout_s))
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         return ((),)
@@ -150,10 +157,17 @@ def guest_deadline(timeout_s: float) -> float:
 class GuestSide(Declares):
     """The guest backend bound to one side: its kernel and command line go into each run's request."""
 
-    def __init__(self, parent: GuestBackend, variant: Variant, deadline_s: float):
-        self.parent, self.variant, self.deadline_s = parent, variant, deadline_s
+    def __init__(self, parent: GuestBackend, variant: Variant, workload: Workload, deadline_s: float,
+                 values: dict[str, str] | None = None, service: dict | None = None):
+        self.parent, self.variant, self.workload, self.deadline_s = parent, variant, workload, deadline_s
         self.name, self.wraps_workload, self.own_interrupts = parent.name, True, True
-        self.simulated = True
+        self.simulated, self.runs_service = True, True
+        self.values = values or {}  # the run's placeholder values
+        self.service = service  # the workload's server for this side and point, expanded; None: no server
+
+    def for_run(self, values: dict[str, str], service: dict | None) -> "GuestSide":
+        """This side bound to one run's placeholder values and the server started beside it."""
+        return GuestSide(self.parent, self.variant, self.workload, self.deadline_s, values, service)
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         return self.parent.groups()
@@ -168,15 +182,43 @@ class GuestSide(Declares):
         """The launcher's request for one run of ``argv`` on this side."""
         from perfab.kernel.sides import launch_request
 
-        return launch_request(self.parent.kernels[self.variant.name], self.variant, self.parent.measure,
-                              self.parent.accel, self.parent.plugin_options(), argv, result, self.deadline_s,
-                              self.parent.cache_root)
+        doc = launch_request(self.parent.kernels[self.variant.name], self.variant, self.parent.measure,
+                             self.parent.accel, self.parent.plugin_options(), argv, result, self.deadline_s,
+                             self.parent.cache_root)
+        doc["root"] = self.parent.measure.options.get("root", "initramfs")
+        doc["maps"] = side_maps(self.variant, self.workload, self.values, argv)
+        if self.service is not None:
+            doc["service"] = self.service
+        return doc
 
     def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
         return self.parent.collect(scratch, group, status)
 
     def metric_info(self) -> dict[str, Metric]:
         return self.parent.metric_info()
+
+
+SIDE_DIRS = (("build", "/perfab/build"), ("src", "/perfab/src"))  # a side's build placeholders -> guest paths
+SIDE_PROGRAM_DIR = "/perfab/side"  # the directory of a program whose path names the side in another way
+
+
+def side_maps(variant: Variant, workload: Workload, values: dict[str, str], argv: list[str]) -> list[list[str]]:
+    """Host directories that differ by side, each shown at one guest path for every side.
+
+    ``{build}`` and ``{src}`` are shown at ``/perfab/build`` and ``/perfab/src``; a program whose path
+    names its side otherwise (``./build/{variant}/prog``, a side's ``vars``) has its directory shown at
+    ``/perfab/side``.  So the workload runs from paths of the same bytes on every side, and its
+    arguments, environment and stack start alike (see "Memory layout is not a change" in the README)."""
+    maps = [[os.path.abspath(values[name]), guest] for name, guest in SIDE_DIRS
+            if values.get(name) and os.path.isdir(values[name])]
+    side_names = {"variant", *variant.vars}
+    template = workload.argv[0] if workload.argv else ""
+    program = argv[0] if argv else ""
+    if any(f"{{{name}}}" in template for name in side_names) and "/" in program:
+        directory = os.path.dirname(os.path.abspath(program))
+        if not any(directory == m[0] or directory.startswith(m[0] + "/") for m in maps):
+            maps.append([directory, SIDE_PROGRAM_DIR])
+    return maps
 
 
 def read_result(path: Path, interrupts: tuple[str, ...] = (), vmstat: tuple[str, ...] = ()) -> Measurement:
@@ -199,7 +241,8 @@ def read_result(path: Path, interrupts: tuple[str, ...] = (), vmstat: tuple[str,
         notes.append(SIMULATION_NOTE)
     counts = result.get("counts") or {}
     return Measurement(_metrics(result, accel, interrupts, vmstat), notes=tuple(notes),
-                       profile=_profile(result.get("symbols") or {}, counts.get("insns_kernel") or 0))
+                       profile=_profile(result.get("symbols") or {}, counts.get("insns_kernel") or 0),
+                       service=result.get("service") or {})
 
 
 def _metrics(result: dict, accel: str, interrupts: tuple[str, ...], vmstat: tuple[str, ...]) -> dict[str, float]:
