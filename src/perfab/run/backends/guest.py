@@ -185,7 +185,7 @@ class GuestSide(Declares):
         doc = launch_request(self.parent.kernels[self.variant.name], self.variant, self.parent.measure,
                              self.parent.accel, self.parent.plugin_options(), argv, result, self.deadline_s,
                              self.parent.cache_root)
-        doc["root"] = self.parent.measure.options.get("root", "initramfs")
+        doc["root"] = self.parent.measure.root
         doc["maps"] = side_maps(self.variant, self.workload, self.values, argv)
         if self.service is not None:
             doc["service"] = self.service
