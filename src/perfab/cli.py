@@ -367,6 +367,7 @@ def cmd_plan(args, stdout, stderr) -> int:
     groups = backend.groups()
     schedule = new_schedule(exp, sides, len(groups), sources)
     preflight(exp, schedule, _side_env(exp), sources=sources, built=False)  # built programs appear when built
+    backend.preflight(exp, tuple(chosen))
     for line in backend.plan_lines(tuple(chosen)):
         print(line, file=stdout)
     if exp.sequential is not None:
