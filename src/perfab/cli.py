@@ -255,6 +255,8 @@ def cmd_run(args, stdout, stderr) -> int:
     if args.html:
         _refuse_inputs(args.html, [args.db], args.spec)
     exp = load_spec(args.spec)
+    if args.html:
+        _refuse_experiment_inputs(args.html, exp)
     backend = make_backend(exp.measure)
     with open_store(args.db) as store, _progress(stderr) as progress, RealExecutor() as executor:
         runner = Runner(exp, store, backend, executor, snapshot(), progress, say=lambda line: progress.log(line))
@@ -319,6 +321,8 @@ def cmd_report(args, stdout, stderr) -> int:
 
         text = render_across(named, args.format, render)
     if args.output:
+        for _, analysis in named:
+            _refuse_experiment_inputs(args.output, analysis.spec, analysis.sources)
         _write_output(args.output, text)
     else:
         stdout.write(text)
@@ -345,6 +349,23 @@ def _refuse_inputs(output: str, databases: list[str], spec: str | None = None) -
     if spec is not None:
         inputs[spec] = "experiment spec"
     refuse_input(output, inputs)
+
+
+def _refuse_experiment_inputs(output: str, exp, sources: dict | None = None) -> None:
+    """Refuse an output path that is a file the experiment reads (``perfab.inputs``): a program, a kernel image or
+    its symbols, a file copied into guests, a build product; ``sources``: a stored session's."""
+    if exp is None:
+        return
+    from perfab.inputs import experiment_inputs
+    from perfab.outputs import refuse_input
+    from perfab.run.build import resolve
+
+    try:
+        built = resolve(exp, list(exp.variants))
+    except PerfabError:
+        built = {}  # the run itself names what is wrong with a side's source
+    files, dirs = experiment_inputs(exp, sources, built)
+    refuse_input(output, files, dirs)
 
 
 def cmd_plan(args, stdout, stderr) -> int:

@@ -37,6 +37,7 @@ class ImageInfo:
     release: str | None  # the kernel's release ("6.1.0-56-amd64"), from the header's version string or the banner
     version: str | None  # the whole version string, e.g. "6.1.0-56-amd64 (debian-kernel@...) #1 SMP ..."
     cmdline_max: int  # the longest command line the kernel takes, in bytes without the final NUL
+    boot_bytes: int | None = None  # guest memory below the kernel's end while it starts (load address + its size)
 
 
 def describe(path: str | Path) -> ImageInfo:
@@ -51,11 +52,12 @@ def describe(path: str | Path) -> ImageInfo:
         protocol, = struct.unpack_from("<H", head, 0x206)
         pointer, = struct.unpack_from("<H", head, 0x20E)
         cmdline_max = struct.unpack_from("<I", head, 0x238)[0] if protocol >= 0x206 else 255
+        boot_bytes = sum(struct.unpack_from("<QI", head, 0x258)) if protocol >= 0x20A else None  # pref + init_size
         version = None
         if pointer:
             f.seek(pointer + 0x200)
             version = f.read(256).split(b"\0", 1)[0].decode("ascii", "replace").strip() or None
-    return ImageInfo("bzImage", version.split()[0] if version else None, version, cmdline_max)
+    return ImageInfo("bzImage", version.split()[0] if version else None, version, cmdline_max, boot_bytes)
 
 
 def _elf_info(f) -> ImageInfo:
@@ -67,8 +69,23 @@ def _elf_info(f) -> ImageInfo:
                              "directly (a vmlinux needs CONFIG_PVH=y)")
         at = data.find(b"Linux version ")
         banner = data[at + 14: at + 270].split(b"\0", 1)[0].split(b"\n", 1)[0] if at >= 0 else b""
+        end = _load_end(data)
     version = banner.decode("ascii", "replace").strip() or None
-    return ImageInfo("vmlinux", version.split()[0] if version else None, version, DEFAULT_CMDLINE_MAX)
+    return ImageInfo("vmlinux", version.split()[0] if version else None, version, DEFAULT_CMDLINE_MAX, end)
+
+
+def _load_end(elf) -> int | None:
+    """The highest physical address an ELF's loaded segments reach (where the kernel ends in guest memory)."""
+    phoff, = struct.unpack_from("<Q", elf, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", elf, 0x36)
+    ends = []
+    for i in range(phnum):
+        if phentsize < 56 or phoff + (i + 1) * phentsize > len(elf):
+            return None
+        ptype, _flags, _off, _va, paddr, _filesz, memsz = struct.unpack_from("<IIQQQQQ", elf, phoff + i * phentsize)
+        if ptype == 1:  # PT_LOAD
+            ends.append(paddr + memsz)
+    return max(ends) if ends else None
 
 
 def kernel_elf(head: bytes) -> bool:

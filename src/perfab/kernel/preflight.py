@@ -16,6 +16,9 @@ boot would otherwise find out run after run (or never):
   side, with ``{variant}``, ``{experiment}`` and the side's ``vars`` (a
   kernel belongs to a side, not to a workload or a sweep point); any other
   is refused;
+- ``measure.memory``: enough for the kernel where it starts (its boot
+  header's load address and ``init_size``, or a vmlinux's segments), the
+  initramfs and ``MEMORY_HEADROOM``; less crashes QEMU with a register dump;
 - ``measure.files``: regular files, or directories holding only regular
   files, readable, ``FILES_LIMIT_BYTES`` in all and at most half the
   guest's memory (the initramfs carries them and the guest unpacks it into
@@ -41,6 +44,7 @@ from perfab.specfile import Experiment, Kernel, Measure, Variant, expand, placeh
 FILES_LIMIT_BYTES = 256 << 20  # measure.files in all: the guest holds them in RAM (perfab builds the archive in RAM)
 FILES_LIMIT_ENTRIES = 100_000  # files under measure.files' directories
 PSEUDO_ROOTS = ("/proc", "/sys", "/dev")  # kernel filesystems: their "files" are made as they are read
+MEMORY_HEADROOM = 8 << 20  # guest memory a kernel needs beyond its image and the initramfs (96 MiB boots Debian's)
 GUEST_PATH = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin")  # the guest's PATH (initramfs)
 _MAP_LINE = re.compile(rb"^[0-9a-fA-F]{8,16} [A-Za-z?-] \S+$")
 _TEXT_SYMBOL = re.compile(rb"^[0-9a-fA-F]{8,16} [tT] \S+$", re.M)
@@ -52,9 +56,9 @@ def check_sides(exp: Experiment, variants: tuple[Variant, ...], measure: Measure
     boots with (perfab's options and the side's)."""
     try:
         kernels = {v.name: side_kernel(exp, v) for v in variants}
+        files = check_files(measure.files, measure.memory_mb)
         for v in variants:
-            _check_kernel(v.name, kernels[v.name], full_cmdline)
-        check_files(measure.files, measure.memory_mb)
+            _check_kernel(v.name, kernels[v.name], full_cmdline, measure.memory_mb, files)
         for v in variants:
             check_programs(exp, v, measure.files)
     except UsageError as e:
@@ -79,12 +83,14 @@ def _expand(text: str, values: dict[str, str], where: str) -> str:
                          "here)") from None
 
 
-def _check_kernel(side: str, k: Kernel, full_cmdline) -> None:
-    """A prebuilt image and any symbols file are what they claim; the command line fits the kernel."""
+def _check_kernel(side: str, k: Kernel, full_cmdline, memory_mb: int, files_bytes: int) -> None:
+    """A prebuilt image and any symbols file are what they claim; the command line and the memory fit the kernel."""
     where = f"side {side!r}: variant.kernel"
     cmdline_max = kimage.DEFAULT_CMDLINE_MAX
     if k.image is not None:
-        cmdline_max = check_image(k.image, f"{where}.image").cmdline_max
+        info = check_image(k.image, f"{where}.image")
+        cmdline_max = info.cmdline_max
+        check_memory(info, memory_mb, files_bytes, side)
     if k.symbols is not None:
         check_symbols(k.symbols, f"{where}.symbols")
     line = full_cmdline(k.cmdline)
@@ -92,6 +98,19 @@ def _check_kernel(side: str, k: Kernel, full_cmdline) -> None:
         raise UsageError(f"{where}.cmdline: the guest's command line would be {len(line.encode()):,} bytes "
                          f"(perfab's {len(line.encode()) - len(k.cmdline.encode()):,} and this side's), and the "
                          f"kernel takes at most {cmdline_max:,} (a longer one boots to nothing); shorten cmdline")
+
+
+def check_memory(info: kimage.ImageInfo, memory_mb: int, files_bytes: int, side: str) -> None:
+    """The guest's memory holds the kernel where it starts (load address + size, from its headers), the initramfs
+    after it and ``MEMORY_HEADROOM`` to run; less fails in QEMU itself (a TCG crash, not a kernel message)."""
+    if info.boot_bytes is None:
+        return
+    needed = info.boot_bytes + files_bytes + MEMORY_HEADROOM
+    if memory_mb << 20 < needed:
+        suggest = -(-needed // (32 << 20)) * 32
+        raise UsageError(f"measure.memory = {memory_mb} MiB is too little for the kernel of side {side!r}: it fills guest "
+                         f"memory up to {info.boot_bytes / (1 << 20):.0f} MiB while it starts (its load address and "
+                         f"size) and the initramfs comes after it; set memory = {suggest} or more")
 
 
 def _regular(path: str, where: str, what: str, fix: str) -> os.stat_result:

@@ -65,14 +65,14 @@ def resolve_kernel(variant: Variant, cache_root: Path, say) -> KernelImage:
     if not image.is_file():
         raise UsageError(f"side {variant.name!r}: kernel image {k.image} not found; install linux-image-amd64 "
                          "or fix variant.kernel.image")
-    symbols = Path(k.symbols) if k.symbols else _system_map(image)
+    symbols = Path(k.symbols) if k.symbols else system_map(image)
     if symbols is not None and not symbols.is_file():
         raise UsageError(f"side {variant.name!r}: kernel symbols {symbols} not found; "
                          "fix variant.kernel.symbols (a System.map or vmlinux)")
     return KernelImage(image, symbols, image.name, cmdline=k.cmdline)
 
 
-def _system_map(image: Path) -> Path | None:
+def system_map(image: Path) -> Path | None:
     """``/boot/System.map-VERSION`` beside ``/boot/vmlinuz-VERSION``, when it is there and names code.
 
     Debian ships a one-line stub there (the real map is in the -dbg package):

@@ -130,6 +130,13 @@ def _host_kernel(line: str) -> str:
     return f"Host kernel (ran QEMU): {line.removeprefix('Kernel: ')}" if line.startswith("Kernel: ") else line
 
 
+def profile_kind(a: Analysis) -> str:
+    """What a profile's shares are, as the backend that recorded them says (sampled time, counted instructions)."""
+    from perfab.run.backends import backend_type
+
+    return backend_type(a.backend).profile_kind
+
+
 def counted(a: Analysis) -> str:
     """What the runs counted, as the backend that measured them describes itself."""
     from perfab.run.backends import backend_type

@@ -145,6 +145,7 @@ class Declares:
     counts_service: str | None
     measure_keys = BackendKeys()  # no [measure] keys of its own
     stderr_file: str | None = None  # collect reads no stderr of the run
+    profile_kind = "self time, % of samples"  # what a run's profile shares are (perf record's sampled self time)
 
     def side_sources(self) -> dict[str, dict]:
         """Nothing besides the sides' programs."""

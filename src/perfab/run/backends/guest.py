@@ -75,6 +75,7 @@ class GuestBackend(Declares):
     boots_kernels = True
     counts_service = None
     stderr_file = LAUNCHER_STDERR  # a launcher that left no result says why on its stderr
+    profile_kind = "counted kernel instructions, % per symbol"
 
     @classmethod
     def from_measure(cls, measure: Measure) -> "GuestBackend":
@@ -133,6 +134,12 @@ class GuestBackend(Declares):
         check_sides(variants, self.cache_root, say)
         for v in variants:
             self.kernels[v.name] = resolve_kernel(v, self.cache_root, say)
+            if v.kernel.image is None:  # a built kernel: its size is known now
+                from perfab.kernel.image import describe
+                from perfab.kernel.preflight import check_memory, check_files
+
+                check_memory(describe(self.kernels[v.name].image), self.measure.memory_mb,
+                             check_files(self.measure.files, self.measure.memory_mb), v.name)
         first = self.kernels[variants[0].name] if variants else None
         plugin = "measure.cache_sim" if self.measure.cache_sim else None
         self.accel = choose_accel(self.measure.accel, say, first, self.cache_root, plugin)
