@@ -108,8 +108,8 @@ def check_memory(info: kimage.ImageInfo, memory_mb: int, files_bytes: int, side:
     needed = info.boot_bytes + files_bytes + MEMORY_HEADROOM
     if memory_mb << 20 < needed:
         suggest = -(-needed // (32 << 20)) * 32
-        raise UsageError(f"measure.memory = {memory_mb} MiB is too little for the kernel of side {side!r}: it fills guest "
-                         f"memory up to {info.boot_bytes / (1 << 20):.0f} MiB while it starts (its load address and "
+        raise UsageError(f"measure.memory = {memory_mb} MiB is too little for the kernel of side {side!r}: it fills "
+                         f"guest memory up to {info.boot_bytes / (1 << 20):.0f} MiB while it starts (its load address and "
                          f"size) and the initramfs comes after it; set memory = {suggest} or more")
 
 
