@@ -214,7 +214,8 @@ def bad_values(options: tuple[tuple[str, str], ...], kconfig: Kconfig) -> list[s
     for name, value in options:
         kind = kconfig.kind(name)
         if kind in _VALUES and not re.fullmatch(_VALUES[kind][0], value):
-            out.append(f'{name} = "{value}": {name} is a {kind} option, which {_VALUES[kind][1]}')
+            article = "an" if kind == "int" else "a"
+            out.append(f'{name} = "{value}": {name} is {article} {kind} option, which {_VALUES[kind][1]}')
     return out
 
 

@@ -47,7 +47,7 @@ PSEUDO_ROOTS = ("/proc", "/sys", "/dev")  # kernel filesystems: their "files" ar
 MEMORY_HEADROOM = 8 << 20  # guest memory a kernel needs beyond its image and the initramfs (96 MiB boots Debian's)
 GUEST_PATH = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin")  # the guest's PATH (initramfs)
 _MAP_LINE = re.compile(rb"^[0-9a-fA-F]{8,16} [A-Za-z?-] \S+$")
-_TEXT_SYMBOL = re.compile(rb"^[0-9a-fA-F]{8,16} [tT] \S+$", re.M)
+_TEXT_SYMBOL = re.compile(rb"^[0-9a-fA-F]{8,16} [tT] \S+\r?$", re.M)
 
 
 def check_sides(exp: Experiment, variants: tuple[Variant, ...], measure: Measure, full_cmdline) -> dict[str, Kernel]:

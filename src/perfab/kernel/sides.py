@@ -184,7 +184,7 @@ def plan_lines(variants, measure: Measure, cache_root: Path) -> list[str]:
     for v in variants:
         k = v.kernel
         if k.image is not None:
-            what = f"boots {k.image}"
+            what = f"boots {k.image}{_release(k.image)}"
         else:
             from perfab.kernel.build import check_kernel
 
@@ -195,4 +195,24 @@ def plan_lines(variants, measure: Measure, cache_root: Path) -> list[str]:
                     f"{' ' + options if options else ''}{patches}): {plan.key[:12]}, "
                     f"{'cached, no build' if plan.cached else 'to build'}; boots it")
         lines.append(f"  kernel {v.name}: {what}, cmdline {k.cmdline!r}")
+        lines.append(f"    network {v.name}: {network(k)}")
     return lines
+
+
+def _release(image: str) -> str:
+    from perfab.kernel.image import describe
+
+    try:
+        release = describe(image).release
+    except (OSError, ValueError):
+        return ""
+    return f" (release {release})" if release else ""
+
+
+def network(k) -> str:
+    """What a guest of kernel ``k`` can reach: no network device ever; loopback only with NET and INET."""
+    options = dict(k.config)
+    if k.image is None and k.base == "tinyconfig" and not (options.get("NET") == "y" and options.get("INET") == "y"):
+        return ('none: the guest has no network device, and a tinyconfig kernel no network stack (a workload that '
+                'opens a socket fails); add config NET = "y", INET = "y" for loopback')
+    return "loopback only: the guest has no network device, so nothing outside it can be reached"
