@@ -54,7 +54,7 @@ def experiment_inputs(exp: Experiment, sources: dict | None = None,
     if any(v.kernel is not None for v in exp.variants):
         for f in exp.measure.files:
             path = os.path.normpath(f if f.startswith("/") else "/" + f)
-            (dirs if os.path.isdir(path) else files)[path] = "file copied into the guests (measure.files)"
+            (dirs if os.path.isdir(path) else files).setdefault(path, "file copied into the guests (measure.files)")
     return files, dirs
 
 
@@ -97,7 +97,7 @@ def _kernel(exp: Experiment, v: Variant, files: dict[str, str], dirs: dict[str, 
     if k.image is None:
         dirs[str(KERNEL_CACHE.resolve())] = "kernel cache (built kernels)"
         return
-    files[k.image] = f"kernel image of side {v.name!r}"
+    files.setdefault(k.image, f"kernel image of side {v.name!r}")
     symbols = k.symbols or system_map(Path(k.image))
     if symbols:
-        files[str(symbols)] = f"kernel symbols of side {v.name!r}"
+        files.setdefault(str(symbols), f"kernel symbols of side {v.name!r}")

@@ -90,6 +90,9 @@ def _resume(exp: Experiment, store: Store, how: Opener, opening: Opening, pendin
     if reparse and not parser_only(pending.spec_text, exp.source):
         raise UsageError(f"{exp.path} changed since session {pending.id} began, beyond its parsers; "
                          "restore it or start a new session with --new-session")
+    variants = tuple(v for v in exp.variants if pending.side is None or v.name == pending.side)
+    how.backend.preflight(exp, variants)
+    _same_kernels(pending, how.backend.side_sources())  # prebuilt images: refused before the claim
     store.claim(pending.id, opening.takeover)
     if reparse:
         _reparse(exp, store, how, pending.id)

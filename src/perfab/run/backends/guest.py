@@ -59,7 +59,8 @@ class GuestBackend(Declares):
             f"guest backend: {', '.join(ACCELS)}; auto uses KVM when a short probe boot works, else TCG."),
         Key("files", Strings(), (),
             "guest backend: host files copied into each guest at the same path (the workload's program and its "
-            "libraries are copied without asking)."),
+            "libraries are copied without asking): regular files or directories of them, 256 MiB in all and at most "
+            "half the guest's memory."),
         Key("vmstat", Strings(checks.vmstat_rows), (),
             'guest backend: /proc/vmstat rows counted over each run in the guest, e.g. ["pgfault"]: vmstat.pgfault.'),
         Key("cache_sim", Bool(), False,
@@ -145,8 +146,14 @@ class GuestBackend(Declares):
         self.accel = choose_accel(self.measure.accel, say, first, self.cache_root, plugin)
 
     def side_sources(self) -> dict[str, dict]:
-        """Each prepared side's booted kernel (``KernelImage.identity``), stored with the session's sources."""
-        return {side: {"kernel": kernel.identity()} for side, kernel in self.kernels.items()}
+        """Each prepared side's booted kernel (``KernelImage.identity``), stored with the session's sources; before
+        ``prepare``, the prebuilt images the pre-flight checked (a built kernel is known once built)."""
+        from perfab.kernel.sides import KernelImage
+
+        if self.kernels:
+            return {side: {"kernel": kernel.identity()} for side, kernel in self.kernels.items()}
+        return {side: {"kernel": KernelImage(Path(k.image), None, Path(k.image).name, cmdline=k.cmdline).identity()}
+                for side, k in self.specs.items() if k.image is not None}
 
     def plan_lines(self, variants: tuple[Variant, ...]) -> list[str]:
         """Each side's kernel (built before, or to build) and its boots, for ``perfab plan``."""
