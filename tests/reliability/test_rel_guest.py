@@ -246,12 +246,10 @@ def test_a_launcher_killed_mid_boot_says_by_what(tmp_path, loop):
     assert launcher_exit(tmp_path / "no-stderr", status) == ("the launcher was killed by SIGKILL (the run's timeout "
                                                              "or a stop)")
     assert folder.exists() and _qemu_of(tmp_path / "tmp"), "QEMU runs on in its own session, its folder stays"
-    got = cli("plan", write(tmp_path / "k.toml", guest_spec(Path(IMAGES[-1]), loop)), cwd=tmp_path)
-    assert got.code == 0, got.err
-    # this plan ran with the test's TMPDIR: sweep the launcher's the same way a perfab started with it would
-    from perfab import scratch
-
-    scratch.sweep(str(tmp_path / "tmp"))
+    write(tmp_path / "k.toml", guest_spec(Path(IMAGES[-1]), loop))
+    nxt = _perfab(["plan", "k.toml"], tmp_path, tmp_path / "tmp")  # the next perfab to start, with that TMPDIR
+    _, err = nxt.communicate(timeout=120)
+    assert nxt.returncode == 0, err
     assert not folder.exists() and not _qemu_of(tmp_path / "tmp")
 
 

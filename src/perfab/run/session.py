@@ -75,8 +75,8 @@ def open_session(exp: Experiment, store: Store, how: Opener, opening: Opening) -
     _build(exp, how, schedule, sides)
     preflight(exp, schedule, how.sides.env, how.real, how.sides.sources)
     sources = session_sources(exp, how.sides.sources, sides, how.sides.env, how.sides.source, how.real)
-    for side, facts in how.backend.side_sources().items():
-        sources.setdefault(side, {}).update(facts)
+    for name, facts in how.backend.side_sources().items():
+        sources.setdefault(name, {}).update(facts)
     session = store.start_session(exp.name, exp.source, exp.path, exp.spec_hash, side, how.backend.name,
                                   how.backend.groups(), how.environment, schedule.runs(), sources, exp.design)
     return OpenSession(session, side, schedule, None)
