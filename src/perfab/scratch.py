@@ -67,7 +67,9 @@ def record_child(folder: Path, pid: int) -> None:
 
 def sweep(root: str | None = None) -> list[Path]:
     """Remove the folders whose owner is gone, after stopping the child each names; the folders removed."""
-    removed = []
+    removed: list[Path] = []
+    if start_ticks(os.getpid()) is None:
+        return removed  # no /proc to tell a live owner from a dead one: remove nothing
     base = Path(root or tempfile.gettempdir())
     try:
         candidates = sorted(base.glob("perfab-*-*-*-*"))

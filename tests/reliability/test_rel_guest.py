@@ -133,6 +133,11 @@ def test_json_carries_each_sides_kernel_as_the_schema_says(pooled):
 
 
 def test_sessions_of_different_kernels_pooled_warn_with_both_hashes(pooled):
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{pooled['db']}?mode=ro", uri=True)
+    assert con.execute("SELECT side FROM sessions").fetchall() == [(None,), (None,)]  # every side ran in each
+    con.close()
     got = cli("report", "kg", "--db", pooled["db"], "--format", "json")
     pooled_kernel = [w for w in json.loads(got.out)["warnings"] if w["kind"] == "pooled"
                      and w["data"]["differs"] == "kernel"]
