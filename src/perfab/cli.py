@@ -352,20 +352,11 @@ def _refuse_inputs(output: str, databases: list[str], spec: str | None = None) -
 
 
 def _refuse_experiment_inputs(output: str, exp, sources: dict | None = None) -> None:
-    """Refuse an output path that is a file the experiment reads (``perfab.inputs``): a program, a kernel image or
-    its symbols, a file copied into guests, a build product; ``sources``: a stored session's."""
-    if exp is None:
-        return
-    from perfab.inputs import experiment_inputs
-    from perfab.outputs import refuse_input
-    from perfab.run.build import resolve
+    """Refuse an output path that is a file the experiment reads (``perfab.inputs.refuse_inputs``)."""
+    if exp is not None:
+        from perfab.inputs import refuse_inputs
 
-    try:
-        built = resolve(exp, list(exp.variants))
-    except PerfabError:
-        built = {}  # the run itself names what is wrong with a side's source
-    files, dirs = experiment_inputs(exp, sources, built)
-    refuse_input(output, files, dirs)
+        refuse_inputs(output, exp, sources)
 
 
 def cmd_plan(args, stdout, stderr) -> int:

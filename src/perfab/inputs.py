@@ -58,6 +58,20 @@ def experiment_inputs(exp: Experiment, sources: dict | None = None,
     return files, dirs
 
 
+def refuse_inputs(output: str, exp: Experiment, sources: dict | None = None) -> None:
+    """A UsageError when ``output`` is a file ``exp`` reads or lies in a directory of them (``sources``: a stored
+    session's); sides built from source are resolved ({src}, {build}) without building anything."""
+    from perfab.outputs import refuse_input
+    from perfab.run.build import resolve
+
+    try:
+        built = resolve(exp, list(exp.variants))
+    except PerfabError:
+        built = {}  # the run itself names what is wrong with a side's source
+    files, dirs = experiment_inputs(exp, sources, built)
+    refuse_input(output, files, dirs)
+
+
 def _programs(exp: Experiment, v: Variant, source: dict[str, str] | None) -> dict[str, str]:
     """The programs side ``v`` starts: each workload's argv[0], its wrap and its service, at every sweep point."""
     env = {**os.environ, **v.env}

@@ -135,15 +135,19 @@ class GuestBackend(Declares):
         check_sides(variants, self.cache_root, say)
         for v in variants:
             self.kernels[v.name] = resolve_kernel(v, self.cache_root, say)
-            if v.kernel.image is None:  # a built kernel: its size is known now
-                from perfab.kernel.image import describe
-                from perfab.kernel.preflight import check_memory, check_files
-
-                check_memory(describe(self.kernels[v.name].image), self.measure.memory_mb,
-                             check_files(self.measure.files, self.measure.memory_mb), v.name)
+            if v.kernel.image is None:
+                self._check_built(v.name)
         first = self.kernels[variants[0].name] if variants else None
         plugin = "measure.cache_sim" if self.measure.cache_sim else None
         self.accel = choose_accel(self.measure.accel, say, first, self.cache_root, plugin)
+
+    def _check_built(self, side: str) -> None:
+        """A built kernel's memory need, known once it is built (a prebuilt one's is checked by the pre-flight)."""
+        from perfab.kernel.image import describe
+        from perfab.kernel.preflight import check_files, check_memory
+
+        check_memory(describe(self.kernels[side].image), self.measure.memory_mb,
+                     check_files(self.measure.files, self.measure.memory_mb), side)
 
     def side_sources(self) -> dict[str, dict]:
         """Each prepared side's booted kernel (``KernelImage.identity``), stored with the session's sources; before
