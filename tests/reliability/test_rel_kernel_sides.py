@@ -25,8 +25,8 @@ IMAGES = sorted(glob.glob("/boot/vmlinuz-*"))
 pytestmark = pytest.mark.skipif(not IMAGES, reason="needs linux-image-amd64 (make sysdeps)")
 IMG = IMAGES[-1] if IMAGES else ""
 IMAGE_FIX = r"[^;]*; give a bzImage \(e\.g\. /boot/vmlinuz-\$\(uname -r\) or arch/x86/boot/bzImage\) or fix the path$"
-SYMBOLS_FIX = (r"[^;]*; give the kernel's System\.map or vmlinux, or remove symbols \(the guest's /proc/kallsyms then names "
-               r"the code\)$")
+SYMBOLS_FIX = (r"[^;]*; give the kernel's System\.map or vmlinux, or remove symbols \(the guest's /proc/kallsyms "
+               r"then names the code\)$")
 PSEUDO = (r"is under /(proc|sys|dev)( \(it leads to [^)]+\))?, a kernel file system whose files are made as they are "
           r"read \(a guest has its own\); copy what the workload needs into a regular file and list that$")
 NOT_REGULAR = r"; list regular files \(or directories of them\) only$"
@@ -112,10 +112,13 @@ FILES = r"perfab: k\.toml: measure\.files: "
 CASES = {  # situation -> (spec text, with {zoo} for the zoo's path; the one stderr line, a regex)
     "image-missing": (image("{zoo}/nowhere"), IMAGE_B + r"\S+/nowhere does not exist" + IMAGE_FIX),
     "image-directory": (image("{zoo}"), IMAGE_B + r"\S+ is a directory, not a kernel image" + IMAGE_FIX),
-    "image-dev-null": (image("/dev/null"), IMAGE_B + r"/dev/null is a character device, not a kernel image" + IMAGE_FIX),
-    "image-dev-zero": (image("/dev/zero"), IMAGE_B + r"/dev/zero is a character device, not a kernel image" + IMAGE_FIX),
+    "image-dev-null": (image("/dev/null"), IMAGE_B + r"/dev/null is a character device, not a kernel image" +
+                       IMAGE_FIX),
+    "image-dev-zero": (image("/dev/zero"), IMAGE_B + r"/dev/zero is a character device, not a kernel image" +
+                       IMAGE_FIX),
     "image-fifo": (image("{zoo}/fifo"), IMAGE_B + r"\S+/fifo is a FIFO, not a kernel image" + IMAGE_FIX),
-    "image-symlink-to-dev-zero": (image("{zoo}/to-zero"), IMAGE_B + r"\S+/to-zero is a character device, not a kernel image" + IMAGE_FIX),
+    "image-symlink-to-dev-zero": (image("{zoo}/to-zero"), IMAGE_B + r"\S+/to-zero is a character device, not a "
+                                                                   r"kernel image" + IMAGE_FIX),
     "image-symlink-loop": (image("{zoo}/loop1"), IMAGE_B + r"\S+/loop1 cannot be read \(Too many levels of symbolic "
                                                            r"links\)" + IMAGE_FIX),
     "image-dangling-symlink": (image("{zoo}/dangling"), IMAGE_B + r"\S+/dangling does not exist" + IMAGE_FIX),
@@ -130,7 +133,8 @@ CASES = {  # situation -> (spec text, with {zoo} for the zoo's path; the one std
     "image-truncated-header": (image("{zoo}/truncated"), IMAGE_B + r"\S+/truncated is not a bzImage" + IMAGE_FIX),
     "image-setup-magic-damaged": (image("{zoo}/no-magic"), IMAGE_B + r"\S+/no-magic is not a bzImage \(no HdrS" +
                                   IMAGE_FIX),
-    "image-boot-flag-damaged": (image("{zoo}/no-boot-flag"), IMAGE_B + r"\S+/no-boot-flag is not a bzImage" + IMAGE_FIX),
+    "image-boot-flag-damaged": (image("{zoo}/no-boot-flag"), IMAGE_B + r"\S+/no-boot-flag is not a bzImage" +
+                                IMAGE_FIX),
     "image-random-bytes": (image("{zoo}/random"), IMAGE_B + r"\S+/random is not a bzImage" + IMAGE_FIX),
     "image-elf-header-only": (image("{zoo}/elf-truncated"), IMAGE_B + r"\S+/elf-truncated is an ELF file without a "
                                                                       r"PVH note" + IMAGE_FIX),
@@ -139,13 +143,15 @@ CASES = {  # situation -> (spec text, with {zoo} for the zoo's path; the one std
     "image-system-map": (image("/boot/System.map-" + IMG.split("vmlinuz-")[-1]), IMAGE_B + r"\S+ is not a bzImage" +
                          IMAGE_FIX),
     "symbols-missing": (symbols("{zoo}/nowhere.map"), SYMBOLS_B + r"\S+/nowhere\.map does not exist" + SYMBOLS_FIX),
-    "symbols-etc-passwd": (symbols("/etc/passwd"), SYMBOLS_B + r"/etc/passwd is not a System\.map \(lines \"ADDR TYPE "
-                                                                r"NAME\" naming code\) nor an ELF vmlinux" + SYMBOLS_FIX),
+    "symbols-etc-passwd": (symbols("/etc/passwd"), SYMBOLS_B + r"/etc/passwd is not a System\.map \(lines \"ADDR "
+                                                                r"TYPE NAME\" naming code\) nor an ELF vmlinux" +
+                           SYMBOLS_FIX),
     "symbols-directory": (symbols("{zoo}"), SYMBOLS_B + r"\S+ is a directory, not a System\.map or vmlinux" +
                           SYMBOLS_FIX),
     "symbols-fifo": (symbols("{zoo}/fifo"), SYMBOLS_B + r"\S+/fifo is a FIFO, not a System\.map or vmlinux" +
                      SYMBOLS_FIX),
-    "symbols-dev-null": (symbols("/dev/null"), SYMBOLS_B + r"/dev/null is a character device, not a System\.map or vmlinux" + SYMBOLS_FIX),
+    "symbols-dev-null": (symbols("/dev/null"), SYMBOLS_B + r"/dev/null is a character device, not a System\.map or "
+                                                           r"vmlinux" + SYMBOLS_FIX),
     "symbols-debian-placeholder": (symbols("{zoo}/placeholder.map"), SYMBOLS_B + r"\S+ is Debian's placeholder, not a "
                                    r"symbol map; install the kernel's -dbg package for the real one, or remove symbols "
                                    r"\(the guest's /proc/kallsyms then names the code\)$"),
@@ -158,7 +164,8 @@ CASES = {  # situation -> (spec text, with {zoo} for the zoo's path; the one std
     "symbols-two-fields": (symbols("{zoo}/short.map"), SYMBOLS_B + r"\S+/short\.map is not a System\.map" +
                            SYMBOLS_FIX),
     "symbols-the-image": (symbols(IMG), SYMBOLS_B + r"\S+ is not a System\.map" + SYMBOLS_FIX),
-    "symbols-symlink-to-dev-zero": (symbols("{zoo}/to-zero"), SYMBOLS_B + r"\S+/to-zero is a character device, not a System\.map or vmlinux" +
+    "symbols-symlink-to-dev-zero": (symbols("{zoo}/to-zero"), SYMBOLS_B + r"\S+/to-zero is a character device, not "
+                                                                       r"a System\.map or vmlinux" +
                                     SYMBOLS_FIX),
     "files-missing": (files("{zoo}/nowhere"), FILES + r"'\S+/nowhere' does not exist on this machine; fix the path or "
                                                       r"remove it$"),
@@ -223,7 +230,8 @@ CASES = {  # situation -> (spec text, with {zoo} for the zoo's path; the one std
                       r"perfab: k\.toml: measure\.memory = 64 MiB is too little for the kernel of side 'a': it fills "
                       r"guest memory up to \d+ MiB while it starts \(its load address and size\) and the initramfs "
                       r"comes after it; set memory = 96 or more$"),
-    "memory-80-MiB": (spec(measure="memory = 80"), r"measure\.memory = 80 MiB is too little .*set memory = 96 or more$"),
+    "memory-80-MiB": (spec(measure="memory = 80"),
+                      r"measure\.memory = 80 MiB is too little .*set memory = 96 or more$"),
     "script-for-bash": (spec(workload='argv = ["{zoo}/bash.sh"]'),
                         r"perfab: k\.toml: workload 'w', side 'a': argv\[0\] \S+/bash\.sh is a script for /bin/bash, "
                         r"and the guest has no /bin/bash \(its initramfs holds busybox sh and the files perfab copies "

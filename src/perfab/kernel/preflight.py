@@ -109,8 +109,8 @@ def check_memory(info: kimage.ImageInfo, memory_mb: int, files_bytes: int, side:
     if memory_mb << 20 < needed:
         suggest = -(-needed // (32 << 20)) * 32
         raise UsageError(f"measure.memory = {memory_mb} MiB is too little for the kernel of side {side!r}: it fills "
-                         f"guest memory up to {info.boot_bytes / (1 << 20):.0f} MiB while it starts (its load address and "
-                         f"size) and the initramfs comes after it; set memory = {suggest} or more")
+                         f"guest memory up to {info.boot_bytes / (1 << 20):.0f} MiB while it starts (its load address "
+                         f"and size) and the initramfs comes after it; set memory = {suggest} or more")
 
 
 def _regular(path: str, where: str, what: str, fix: str) -> os.stat_result:
