@@ -255,6 +255,8 @@ def cmd_run(args, stdout, stderr) -> int:
     if args.html:
         _refuse_inputs(args.html, [args.db], args.spec)
     exp = load_spec(args.spec)
+    if args.html:
+        _refuse_experiment_inputs(args.html, exp)
     backend = make_backend(exp.measure)
     with open_store(args.db) as store, _progress(stderr) as progress, RealExecutor() as executor:
         runner = Runner(exp, store, backend, executor, snapshot(), progress, say=lambda line: progress.log(line))
@@ -319,6 +321,8 @@ def cmd_report(args, stdout, stderr) -> int:
 
         text = render_across(named, args.format, render)
     if args.output:
+        for _, analysis in named:
+            _refuse_experiment_inputs(args.output, analysis.spec, analysis.sources)
         _write_output(args.output, text)
     else:
         stdout.write(text)
@@ -347,6 +351,14 @@ def _refuse_inputs(output: str, databases: list[str], spec: str | None = None) -
     refuse_input(output, inputs)
 
 
+def _refuse_experiment_inputs(output: str, exp, sources: dict | None = None) -> None:
+    """Refuse an output path that is a file the experiment reads (``perfab.inputs.refuse_inputs``)."""
+    if exp is not None:
+        from perfab.inputs import refuse_inputs
+
+        refuse_inputs(output, exp, sources)
+
+
 def cmd_plan(args, stdout, stderr) -> int:
     from perfab.report.plan import schedule_lines
     from perfab.run.backends import make_backend
@@ -367,6 +379,7 @@ def cmd_plan(args, stdout, stderr) -> int:
     groups = backend.groups()
     schedule = new_schedule(exp, sides, len(groups), sources)
     preflight(exp, schedule, _side_env(exp), sources=sources, built=False)  # built programs appear when built
+    backend.preflight(exp, tuple(chosen))
     for line in backend.plan_lines(tuple(chosen)):
         print(line, file=stdout)
     if exp.sequential is not None:

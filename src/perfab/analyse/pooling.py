@@ -8,7 +8,8 @@ but each difference becomes a warning under the table naming the side,
 what differs and the sessions on each side of it, so a pooled delta is
 never read as one build's: a side's build (commit or content hash of a
 built side, ``perfab.run.build``), the content of a program a side runs
-(``perfab.run.programs``), the spec's text, and the machine (host name).
+(``perfab.run.programs``), the kernel image a side booted (its SHA-256), the
+spec's text, and the machine (host name).
 Start a new database, or give ``report`` one session's database, to keep
 them apart.  Each warning is a ``Diagnostic`` of kind ``pooled`` whose
 data names the side, what differs and how many versions are pooled.
@@ -26,7 +27,7 @@ def pooled_warnings(sessions: list[Session], spec: Experiment) -> list[Diagnosti
     out = []
     for v in spec.variants:
         mine = [s for s in sessions if s.side in (None, v.name)]
-        out += _build_warnings(mine, v.name) + _program_warnings(mine, v.name)
+        out += _build_warnings(mine, v.name) + _program_warnings(mine, v.name) + _kernel_warnings(mine, v.name)
         hosts = _groups(mine, lambda s: s.host)
         if len(hosts) > 1:
             out.append(_pooled(f"side {v.name!r}: sessions from different machines are pooled "
@@ -51,6 +52,15 @@ def _build_warnings(sessions: list[Session], side: str) -> list[Diagnostic]:
         return []
     return [_pooled(f"side {side!r}: sessions of different builds are pooled ({_describe(builds)}); a delta over "
                     "them mixes builds: use one database per build", side, "build", builds)]
+
+
+def _kernel_warnings(sessions: list[Session], side: str) -> list[Diagnostic]:
+    """The kernel image a side booted (its SHA-256, ``sources[side]["kernel"]``) differs between sessions."""
+    kernels = _groups(sessions, lambda s: (_source(s, side).get("kernel") or {}).get("sha256"))
+    if len(kernels) <= 1:
+        return []
+    return [_pooled(f"side {side!r}: sessions that booted different kernels are pooled ({_describe(kernels)}); a "
+                    "delta over them mixes kernels: use one database per kernel", side, "kernel", kernels)]
 
 
 def _program_warnings(sessions: list[Session], side: str) -> list[Diagnostic]:

@@ -217,6 +217,8 @@ def _prepare(request: KernelRequest, inputs: _Inputs, cache_root: Path, work: Pa
     unknown = kconfig.unknown(options, symbols)
     if unknown:
         raise UsageError(_unknown_message(unknown, request, symbols))
+    if bad := kconfig.bad_values(request.options, symbols):
+        raise UsageError(f"kernel option {'; '.join(bad)}; fix the value in variant.kernel.config")
     obj = work / "obj"
     obj.mkdir()
     say(f"configuring the kernel ({request.base} + {len(options)} options, make olddefconfig)")
@@ -239,6 +241,11 @@ def _describe(request: KernelRequest) -> str:
 
 
 def _unknown_message(names: list[str], request: KernelRequest, symbols: kconfig.Kconfig) -> str:
+    ours = [n for n in names if n in kconfig.BOOT_OPTIONS and n not in dict(request.options)]
+    if request.base == "tinyconfig" and len(ours) * 2 > len(kconfig.BOOT_OPTIONS):
+        return (f"{_describe(request)} is not a Linux kernel source for x86: its Kconfig files define none of "
+                f"{', '.join(ours[:4])} ... ({len(ours)} of the {len(kconfig.BOOT_OPTIONS)} options every x86 Linux "
+                "has and perfab sets to boot a guest); give a Linux tree, tarball or git repository as source")
     hints = []
     for n in names:
         close = difflib.get_close_matches(n, symbols.entries.keys(), n=1)

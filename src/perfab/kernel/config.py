@@ -227,6 +227,22 @@ def unknown(options: tuple[tuple[str, str], ...], kconfig: Kconfig) -> list[str]
     return [name for name, _ in options if name not in kconfig.entries]
 
 
+_VALUES = {"bool": (r"[yn]", 'takes "y" or "n"'), "tristate": (r"[ymn]", 'takes "y", "m" or "n"'),
+           "int": (r"-?[0-9]+", "takes a decimal number"), "hex": (r"(0[xX])?[0-9a-fA-F]+", "takes a hex number")}
+
+
+def bad_values(options: tuple[tuple[str, str], ...], kconfig: Kconfig) -> list[str]:
+    """One sentence per option whose value its Kconfig type cannot hold (``SMP = "maybe"``): olddefconfig would
+    drop it and the drop would be explained by the wrong cause."""
+    out = []
+    for name, value in options:
+        kind = kconfig.kind(name)
+        if kind in _VALUES and not re.fullmatch(_VALUES[kind][0], value):
+            article = "an" if kind == "int" else "a"
+            out.append(f'{name} = "{value}": {name} is {article} {kind} option, which {_VALUES[kind][1]}')
+    return out
+
+
 def read_config(path: Path) -> dict[str, str]:
     """A ``.config`` as {NAME: value}: ``n`` for "is not set", strings unquoted."""
     out = {}

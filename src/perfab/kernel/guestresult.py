@@ -100,12 +100,20 @@ def failure(sections: dict[str, bytes], status: int | None, console: str, code: 
     if "workload start" in console and "workload done" not in console:
         return "the guest stopped during the workload; see the console tail"
     if "perfab: init reached" not in console:
-        err = qemu_err.strip().splitlines()[-1:] if qemu_err.strip() else []
-        why = f": {err[0]}" if err else ""
+        err = qemu_error(qemu_err)
+        why = f": {err}" if err else ""
         return f"the guest never reached perfab's init (qemu exit {code}){why}"
     if "workload done" in console:
         return "the guest's result channel was cut short; see the console tail"
     return f"the guest stopped before the workload (qemu exit {code}); see the console tail"
+
+
+def qemu_error(text: str) -> str | None:
+    """QEMU's own error line (``qemu-system-x86_64: ...``, ``qemu: fatal: ...``), not the register dump after it;
+    else the last line."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    own = [ln for ln in lines if ln.startswith(("qemu:", "qemu-system-"))]
+    return (own or lines or [None])[0 if own else -1]
 
 
 def _stage(console: str) -> str:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
+from perfab import scratch
 from perfab.errors import ToolError, UsageError
 from perfab.kernel import guestresult, image, initramfs, modules, tcg
 
@@ -139,7 +140,7 @@ def probe_kvm(timeout_s: float = 3.0) -> bool:
     """True when a tiny guest runs to its end under KVM within ``timeout_s`` (cached per process)."""
     if not os.access("/dev/kvm", os.R_OK | os.W_OK) or not shutil.which(QEMU):
         return False
-    with tempfile.TemporaryDirectory(prefix="perfab-kvm-") as tmp:
+    with scratch.owned("kvm") as tmp:
         image = Path(tmp) / "probe.bin"
         image.write_bytes(_probe_payload())
         cmd = [QEMU, "-nodefaults", "-no-user-config", "-display", "none", "-accel", "kvm",
@@ -263,8 +264,8 @@ def boot(req: BootRequest) -> BootResult:
                                   modules=modules.for_host_root(req.kernel) if req.root == "host" else ())
     archive = initramfs.build(workload, cache)
     accel = choose_accel(req)
-    with tempfile.TemporaryDirectory(prefix="perfab-boot-") as tmp:
-        work = Path(tmp)
+    scratch.sweep()  # what killed launchers left (their QEMU stopped first)
+    with scratch.owned("boot") as work:
         cmd = qemu_command(req, accel, archive, work, cache)
         start = time.monotonic()
         code, timed_out, to_workload = _run_group(cmd, req.timeout_s, work / "qemu.stderr",
@@ -291,6 +292,7 @@ def _run_group(cmd: list[str], timeout_s: float, stderr_path: Path,
                                     start_new_session=True)
         except OSError as e:
             raise ToolError(f"cannot start {cmd[0]}: {e.strerror}; install qemu-system-x86") from e
+        scratch.record_child(stderr_path.parent, proc.pid)  # its own session: a sweep stops it if we are killed
         start = time.monotonic()
         try:
             while True:

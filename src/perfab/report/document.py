@@ -24,7 +24,7 @@ from perfab.analyse.verdicts import Verdict
 from perfab.report.lines import clip
 from perfab.report.numbers import fmt_pct, measured_rows, noise_range
 
-FORMAT_VERSION = 2  # the JSON report's format; raised when a field is added, changes meaning or goes away
+FORMAT_VERSION = 3  # the JSON report's format; raised when a field is added, changes meaning or goes away
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,8 @@ def setup_lines(a: Analysis) -> list[str]:
     from perfab.machine import describe
     from perfab.plan import describe_order
 
-    lines = [f"  {line}" for line in describe(a.environment)]
+    kernels = booted_kernels(a)
+    lines = [f"  {_host_kernel(line) if kernels else line}" for line in describe(a.environment)]
     runs = ", ".join(f"{v} {a.runs_per_side.get(v, 0)}" for v in (a.baseline, *a.variants))
     if a.variants:
         lines.append(f"  sides    : baseline = {a.baseline}; experiment = {', '.join(a.variants)}")
@@ -98,6 +99,7 @@ def setup_lines(a: Analysis) -> list[str]:
         why = a.stop_reason or (a.decision.reason if a.decision is not None else "not run yet")
         lines.append(f"  stopping : runs = \"auto\", {seq.min_runs}..{seq.max_runs} per side; {why}")
     lines.append(f"  counted  : {counted(a)}")
+    lines += [f"  kernel   : {side} = {kernel_line(k)}" for side, k in kernels.items()]
     for variant, src in a.sources.items():
         if src.get("commit"):
             subject = f' ("{src["subject"]}")' if src.get("subject") else ""
@@ -107,6 +109,32 @@ def setup_lines(a: Analysis) -> list[str]:
     if a.sessions > 1:
         lines.append(f"  sessions : {a.sessions}")
     return lines
+
+
+def booted_kernels(a: Analysis) -> dict[str, dict]:
+    """Side -> the kernel its guests booted (``KernelImage.identity``, stored with the session), in side order."""
+    found = {side: (a.sources.get(side) or {}).get("kernel") for side in (a.baseline, *a.variants)}
+    return {side: k for side, k in found.items() if isinstance(k, dict)}
+
+
+def kernel_line(k: dict) -> str:
+    """A booted kernel in one line: image, release, hashes of the image and the built .config, command line."""
+    config = f", .config sha256 {str(k['config_sha256'])[:12]}" if k.get("config_sha256") else ""
+    cmdline = str(k.get("cmdline") or "").replace('"', '\\"')
+    return (f"{k.get('image')} (release {k.get('release') or 'unknown'}), sha256 {str(k.get('sha256'))[:12]}{config}, "
+            f'cmdline "{cmdline}"')
+
+
+def _host_kernel(line: str) -> str:
+    """The machine's kernel line, labelled as the host's when the sides booted kernels of their own."""
+    return f"Host kernel (ran QEMU): {line.removeprefix('Kernel: ')}" if line.startswith("Kernel: ") else line
+
+
+def profile_kind(a: Analysis) -> str:
+    """What a profile's shares are, as the backend that recorded them says (sampled time, counted instructions)."""
+    from perfab.run.backends import backend_type
+
+    return backend_type(a.backend).profile_kind
 
 
 def counted(a: Analysis) -> str:

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from perfab.analyse.compare import Analysis, Row
 from perfab.analyse.methods import ABSOLUTE
-from perfab.report.document import Report, Section, document, mark
+from perfab.report.document import Report, Section, document, mark, profile_kind
 from perfab.report.lines import WIDTH, clip as _clip, wrap as _wrap, wrap_all
 from perfab.report.numbers import centers, fmt_delta, fmt_value
 from perfab.report.sweep import sweep_tables
@@ -131,7 +131,7 @@ def _profile(a: Analysis, workload: str) -> list[str]:
         rows = a.profiles.get((workload, variant))
         if rows is None:
             continue
-        lines += ["", f"PROFILE: self time, % of samples ({a.baseline} -> {variant}; * = significant)", ""]
+        lines += ["", f"PROFILE: {profile_kind(a)} ({a.baseline} -> {variant}; * = significant)", ""]
         lines += format_profile_rows(rows, limit=20).rstrip().splitlines()
     return lines
 

@@ -16,7 +16,7 @@ from perfab.analyse.compare import Analysis, Row, WorkloadInfo
 from perfab.analyse.summary import Summary
 from perfab.metrics import resolve
 from perfab.profile import ProfileRows
-from perfab.report.document import Report, Section, mark
+from perfab.report.document import Report, Section, mark, profile_kind
 from perfab.report.html import table
 from perfab.report.html.page import document
 from perfab.report.html.plots import delta_plot, order_plot, runs_plot
@@ -164,7 +164,7 @@ def _profiles(a: Analysis, workload: str) -> str:
         rows: ProfileRows | None = a.profiles.get((workload, variant))
         if rows is None:
             continue
-        out.append(f"<h3>Profile: self time, % of samples ({esc(a.baseline)} \u2192 {esc(variant)})</h3>")
+        out.append(f"<h3>Profile: {esc(profile_kind(a))} ({esc(a.baseline)} \u2192 {esc(variant)})</h3>")
         out.append(f'<div class="plots">{profile_plot(rows, a.baseline, variant)}</div>')
         out.append(_profile_table(rows, a.baseline, variant))
     return "".join(out)

@@ -22,18 +22,21 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from perfab.errors import UsageError
 from perfab.metrics import GUEST_CLOCKS, Metric, resolve
 from perfab.run.backends.base import Declares, Measurement
 from perfab.run.backends.cache_geometry import parse_level
-from perfab.specfile import Measure, Variant, Workload, checks
+from perfab.specfile import Experiment, Kernel, Measure, Variant, Workload, checks
 from perfab.specfile.kinds import Bool, Choice, Integer, Strings
 from perfab.specfile.schema import ACCELS, GUEST_ROOTS, BackendKeys, Key
 
 REQUEST, RESULT = "guest-request.json", "guest-result.json"
+LAUNCHER_STDERR = "guest-launcher-stderr"  # the runner writes the launcher's stderr tail here
 DEFAULT_GEOMETRY = {"l1i": "32K,8,64", "l1d": "32K,8,64", "ll": "8M,16,64"}
 SIMULATION_NOTE = ("counts from perfab's QEMU TCG plugin over the workload's window: instructions and simulated "
                    "caches of the emulated CPU, not of real hardware")
@@ -56,7 +59,8 @@ class GuestBackend(Declares):
             f"guest backend: {', '.join(ACCELS)}; auto uses KVM when a short probe boot works, else TCG."),
         Key("files", Strings(), (),
             "guest backend: host files copied into each guest at the same path (the workload's program and its "
-            "libraries are copied without asking)."),
+            "libraries are copied without asking): regular files or directories of them, 256 MiB in all and at most "
+            "half the guest's memory."),
         Key("vmstat", Strings(checks.vmstat_rows), (),
             'guest backend: /proc/vmstat rows counted over each run in the guest, e.g. ["pgfault"]: vmstat.pgfault.'),
         Key("root", Choice(GUEST_ROOTS), "initramfs",
@@ -77,6 +81,8 @@ class GuestBackend(Declares):
     boots_kernels = True
     counts_service = None
     runs_service = True  # the workload's server starts in the guest, beside the workload
+    stderr_file = LAUNCHER_STDERR  # a launcher that left no result says why on its stderr
+    profile_kind = "counted kernel instructions, % per symbol"
 
     @classmethod
     def from_measure(cls, measure: Measure) -> "GuestBackend":
@@ -93,23 +99,77 @@ class GuestBackend(Declares):
     def __init__(self, measure: Measure, cache_root: Path = Path(".perfab/kernel")):
         self.measure, self.cache_root = measure, cache_root
         self.kernels: dict[str, object] = {}  # side -> perfab.kernel.sides.KernelImage (resolved by prepare)
+        self.specs: dict[str, Kernel] = {}  # side -> its [variant.kernel], placeholders expanded (by preflight)
         self.accel: str | None = None
+
+    def preflight(self, exp: Experiment, variants: tuple[Variant, ...]) -> None:
+        """The kernel sides' pre-flight (``perfab.kernel.preflight``) and what needs TCG, before anything is stored,
+        built or booted; boot folders a killed launcher left are removed first."""
+        from perfab import scratch
+        from perfab.kernel import preflight, qemu
+
+        scratch.sweep()
+        problem = self.needs_plugin(exp)
+        if problem and self.measure.accel == "kvm":
+            raise UsageError(f'{exp.path}: {problem} needs perfab\'s TCG plugin, which does not run under KVM; set '
+                             '[measure] accel = "tcg" (or "auto", which then emulates)')
+        accel = "kvm" if self.measure.accel == "kvm" else "tcg"  # TCG adds options: the longest line
+        self.specs = preflight.check_sides(
+            exp, variants, self.measure,
+            lambda side: qemu.kernel_cmdline(qemu.BootRequest("", ("/",), cmdline=side), accel))
+
+    def needs_plugin(self, exp: Experiment) -> str | None:
+        """The key that asks for what only the TCG plugin counts (cache_sim, a declared count row), or None."""
+        if self.measure.cache_sim:
+            return "measure.cache_sim"
+        counted = set(_COUNTS.values())
+        for w in exp.workloads:
+            for m in w.metrics:
+                if m.name in counted:
+                    return f"the metric {m.name!r} of workload {w.name!r}"
+        return None
+
+    def _spec(self, variant: Variant) -> Variant:
+        """``variant`` with its kernel as the pre-flight expanded it."""
+        return replace(variant, kernel=self.specs[variant.name]) if variant.name in self.specs else variant
 
     def prepare(self, variants: tuple[Variant, ...], say) -> None:
         """Each side's kernel image (built from source when asked), and the accelerator, before any run."""
         from perfab.kernel.sides import check_sides, choose_accel, resolve_kernel
 
+        variants = tuple(self._spec(v) for v in variants)
         check_sides(variants, self.cache_root, say)
         for v in variants:
             self.kernels[v.name] = resolve_kernel(v, self.cache_root, say)
+            if v.kernel.image is None:
+                self._check_built(v.name)
         first = self.kernels[variants[0].name] if variants else None
-        self.accel = choose_accel(self.measure.accel, say, first, self.cache_root)
+        plugin = "measure.cache_sim" if self.measure.cache_sim else None
+        self.accel = choose_accel(self.measure.accel, say, first, self.cache_root, plugin)
+
+    def _check_built(self, side: str) -> None:
+        """A built kernel's memory need, known once it is built (a prebuilt one's is checked by the pre-flight)."""
+        from perfab.kernel.image import describe
+        from perfab.kernel.preflight import check_files, check_memory
+
+        check_memory(describe(self.kernels[side].image), self.measure.memory_mb,
+                     check_files(self.measure.files, self.measure.memory_mb), side)
+
+    def side_sources(self) -> dict[str, dict]:
+        """Each prepared side's booted kernel (``KernelImage.identity``), stored with the session's sources; before
+        ``prepare``, the prebuilt images the pre-flight checked (a built kernel is known once built)."""
+        from perfab.kernel.sides import KernelImage
+
+        if self.kernels:
+            return {side: {"kernel": kernel.identity()} for side, kernel in self.kernels.items()}
+        return {side: {"kernel": KernelImage(Path(k.image), None, Path(k.image).name, cmdline=k.cmdline).identity()}
+                for side, k in self.specs.items() if k.image is not None}
 
     def plan_lines(self, variants: tuple[Variant, ...]) -> list[str]:
         """Each side's kernel (built before, or to build) and its boots, for ``perfab plan``."""
         from perfab.kernel.sides import plan_lines
 
-        return plan_lines(variants, self.measure, self.cache_root)
+        return plan_lines(tuple(self._spec(v) for v in variants), self.measure, self.cache_root)
 
     def for_side(self, variant: Variant, workload: Workload) -> "GuestSide":
         """This backend bound to ``variant``'s prepared kernel and ``workload``'s deadline."""
@@ -125,7 +185,13 @@ class GuestBackend(Declares):
         raise UsageError("the guest backend measures a side at a time: use for_side(variant, workload).wrap")
 
     def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
-        return read_result(Path(scratch) / RESULT, self.measure.interrupts, self.measure.vmstat)
+        """The launcher's result; a launcher killed before it wrote one says why (its last stderr line, its signal),
+        and the boot folder it could not remove is removed now."""
+        from perfab import scratch as folders
+
+        folders.sweep()
+        return read_result(Path(scratch) / RESULT, self.measure.interrupts, self.measure.vmstat,
+                           launcher_exit(Path(scratch) / LAUNCHER_STDERR, status))
 
     def metric_info(self) -> dict[str, Metric]:
         names = (*_COUNTS.values(), *GUEST_CLOCKS, *(f"interrupts.{r}" for r in self.measure.interrupts),
@@ -161,7 +227,7 @@ class GuestSide(Declares):
                  values: dict[str, str] | None = None, service: dict | None = None):
         self.parent, self.variant, self.workload, self.deadline_s = parent, variant, workload, deadline_s
         self.name, self.wraps_workload, self.own_interrupts = parent.name, True, True
-        self.simulated, self.runs_service = True, True
+        self.simulated, self.stderr_file, self.runs_service = True, parent.stderr_file, True
         self.values = values or {}  # the run's placeholder values
         self.service = service  # the workload's server for this side and point, expanded; None: no server
 
@@ -221,13 +287,27 @@ def side_maps(variant: Variant, workload: Workload, values: dict[str, str], argv
     return maps
 
 
-def read_result(path: Path, interrupts: tuple[str, ...] = (), vmstat: tuple[str, ...] = ()) -> Measurement:
-    """The launcher's result file as a measurement; no file means the launcher itself died."""
+def launcher_exit(stderr: Path, status: int) -> str:
+    """How the launcher ended, for a run it left no result of: its own last error line, else its signal or code."""
+    try:
+        lines = [ln.strip() for ln in stderr.read_bytes().decode(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        lines = []
+    own = [ln for ln in lines if ln.startswith("perfab.kernel.launch:")]
+    if own or lines:
+        return (own or lines)[-1][:300]
+    if os.WIFSIGNALED(status):
+        return f"the launcher was killed by {signal.Signals(os.WTERMSIG(status)).name} (the run's timeout or a stop)"
+    return f"the launcher exited with status {os.WEXITSTATUS(status)} and printed nothing"
+
+
+def read_result(path: Path, interrupts: tuple[str, ...] = (), vmstat: tuple[str, ...] = (),
+                launcher: str = "see the run's stderr") -> Measurement:
+    """The launcher's result file as a measurement; no file means the launcher itself failed (``launcher``: how)."""
     try:
         result = json.loads(path.read_text())
     except FileNotFoundError:
-        return Measurement({}, failure="the guest launcher left no result (killed, or timed out before the boot "
-                                       "ended): see the run's stderr")
+        return Measurement({}, failure=f"the guest launcher left no result: {launcher}")
     except (OSError, ValueError) as e:
         return Measurement({}, failure=f"the guest launcher's result is unreadable ({e})")
     accel = result.get("accel") or "?"
@@ -239,10 +319,25 @@ def read_result(path: Path, interrupts: tuple[str, ...] = (), vmstat: tuple[str,
         return Measurement({}, notes=tuple(notes), failure=f"{result['failure']}; console: {tail}"[:600])
     if accel == "tcg":
         notes.append(SIMULATION_NOTE)
+    missing = missing_rows(result, interrupts, vmstat)
+    if missing:
+        return Measurement({}, notes=tuple(notes), failure=missing)
     counts = result.get("counts") or {}
     return Measurement(_metrics(result, accel, interrupts, vmstat), notes=tuple(notes),
                        profile=_profile(result.get("symbols") or {}, counts.get("insns_kernel") or 0),
                        service=result.get("service") or {})
+
+
+def missing_rows(result: dict, interrupts: tuple[str, ...], vmstat: tuple[str, ...]) -> str | None:
+    """Why a run cannot count an asked-for row: the guest's /proc file has no such row (never a zero)."""
+    deltas = result.get("deltas") or {}
+    for rows, prefix, where, key in ((interrupts, "irq", "/proc/interrupts", "interrupts"),
+                                     (vmstat, "vmstat", "/proc/vmstat", "vmstat")):
+        for row in rows:
+            if f"{prefix}.{row}" not in deltas:
+                return (f"the guest's {where} has no row {row!r} (this kernel does not count it); remove it from "
+                        f"measure.{key} or name a row the guest kernel has")
+    return None
 
 
 def _metrics(result: dict, accel: str, interrupts: tuple[str, ...], vmstat: tuple[str, ...]) -> dict[str, float]:
@@ -253,8 +348,8 @@ def _metrics(result: dict, accel: str, interrupts: tuple[str, ...], vmstat: tupl
     if wall is not None:
         metrics["emulated_wall_s" if accel == "tcg" else "guest_wall_s"] = float(wall)
     deltas = result.get("deltas") or {}
-    metrics.update({f"interrupts.{r}": float(deltas.get(f"irq.{r}", 0)) for r in interrupts})
-    metrics.update({f"vmstat.{r}": float(deltas.get(f"vmstat.{r}", 0)) for r in vmstat})
+    metrics.update({f"interrupts.{r}": float(deltas[f"irq.{r}"]) for r in interrupts})
+    metrics.update({f"vmstat.{r}": float(deltas[f"vmstat.{r}"]) for r in vmstat})
     return metrics
 
 
