@@ -175,6 +175,8 @@ def _report_opts(p: argparse.ArgumentParser) -> None:
                    help="also show parser metrics that have no declared direction")
     p.add_argument("--absolute", action="store_true",
                    help="with three or more sides, show each side's median instead of %% of the baseline")
+    p.add_argument("--verbose", action="store_true",
+                   help="text: print every note under a table and every warning, none folded or counted")
 
 
 _SUBCOMMANDS = {  # name: (help line, what fills in its arguments), in `perfab --help` order
@@ -271,7 +273,7 @@ def cmd_run(args, stdout, stderr) -> int:
     if args.html:
         _write_output(args.html, render(analysis, "html"))
     if not args.no_report:
-        stdout.write(render(analysis, args.format, args.absolute))
+        stdout.write(render(analysis, args.format, args.absolute, args.verbose))
     if result.status != "finished":
         return 130
     return _no_comparison(analysis, stderr)
@@ -313,11 +315,11 @@ def cmd_report(args, stdout, stderr) -> int:
             named.append((db, analyse(store, args.experiment, args.alpha, args.confidence, args.method,
                                       args.show_all)))
     if len(named) == 1:
-        text = render(named[0][1], args.format, args.absolute)
+        text = render(named[0][1], args.format, args.absolute, args.verbose)
     else:
         from perfab.report.across import render_across
 
-        text = render_across(named, args.format, render)
+        text = render_across(named, args.format, lambda a, fmt: render(a, fmt, verbose=args.verbose))
     if args.output:
         _write_output(args.output, text)
     else:
