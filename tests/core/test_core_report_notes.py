@@ -13,7 +13,6 @@ from perfab.analyse.compare import analyse
 from perfab.analyse.diagnostics import Diagnostic, Kind
 from perfab.analyse.pooling import _describe
 from perfab.report import render
-from perfab.report.lines import WIDTH
 from perfab.store import Store
 
 DRIFT = Diagnostic(Kind.DRIFT, "a trend against run order on inline (rho 0.71, p 0.004)", {"side": "inline"})
