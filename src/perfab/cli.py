@@ -50,14 +50,18 @@ class _HelpShown(Exception):
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser; with ``command``, only that subcommand's arguments are filled in.
 
-    Every subcommand is listed (name and help) either way, so ``perfab --help``
-    reads the same; filling one keeps start-up light (``report``'s options
-    import the spec schema).
+    Every subcommand is listed (name and help) unless ``command`` names one,
+    so ``perfab --help`` and an unknown command's error read the same; a
+    named command gets its own parser alone, filled: each parser costs
+    start-up (``report``'s options import the spec schema; 13 empty ones
+    took a quarter of ``perfab list``'s own time).
     """
     p = _Parser(prog="perfab", description="A/B performance experiments with verdicts you can defend.",
                 formatter_class=help_formatter())
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (help_text, fill) in _SUBCOMMANDS.items():
+        if command in _SUBCOMMANDS and name != command:
+            continue
         sp = sub.add_parser(name, help=help_text, formatter_class=p.formatter_class,
                             **({"add_help": False} if name == "size" else {}))
         if command is None or command == name:
@@ -175,6 +179,8 @@ def _report_opts(p: argparse.ArgumentParser) -> None:
                    help="also show parser metrics that have no declared direction")
     p.add_argument("--absolute", action="store_true",
                    help="with three or more sides, show each side's median instead of %% of the baseline")
+    p.add_argument("--verbose", action="store_true",
+                   help="text: print every note under a table and every warning, none folded or counted")
 
 
 _SUBCOMMANDS = {  # name: (help line, what fills in its arguments), in `perfab --help` order
@@ -273,7 +279,7 @@ def cmd_run(args, stdout, stderr) -> int:
     if args.html:
         _write_output(args.html, render(analysis, "html"))
     if not args.no_report:
-        stdout.write(render(analysis, args.format, args.absolute))
+        stdout.write(render(analysis, args.format, args.absolute, args.verbose))
     if result.status != "finished":
         return 130
     return _no_comparison(analysis, stderr)
@@ -315,11 +321,11 @@ def cmd_report(args, stdout, stderr) -> int:
             named.append((db, analyse(store, args.experiment, args.alpha, args.confidence, args.method,
                                       args.show_all)))
     if len(named) == 1:
-        text = render(named[0][1], args.format, args.absolute)
+        text = render(named[0][1], args.format, args.absolute, args.verbose)
     else:
         from perfab.report.across import render_across
 
-        text = render_across(named, args.format, render)
+        text = render_across(named, args.format, lambda a, fmt: render(a, fmt, verbose=args.verbose))
     if args.output:
         for _, analysis in named:
             _refuse_experiment_inputs(args.output, analysis.spec, analysis.sources)
@@ -473,13 +479,11 @@ def _params(given: list[str]) -> dict[str, str]:
 
 
 def cmd_list(args, stdout, stderr) -> int:
-    from perfab.store import open_store
+    from perfab.store.listing import overview  # the SQL counts alone: no typed values, no pathlib
 
-    with open_store(args.db, readonly=True) as store:
-        for name in store.experiments():
-            sessions, runs, status = store.overview(name)
-            last = f", last {status}" if sessions else ""  # an experiment row without a session
-            print(f"{name:<32} {sessions} session(s), {runs} run(s){last}", file=stdout)
+    for name, sessions, runs, status in overview(args.db):
+        last = f", last {status}" if sessions else ""  # an experiment row without a session
+        print(f"{name:<32} {sessions} session(s), {runs} run(s){last}", file=stdout)
     return 0
 
 

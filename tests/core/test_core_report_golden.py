@@ -94,6 +94,21 @@ def test_report_matches_golden(improved, fmt):
     _golden(f"improved.{fmt}.stderr", err)
 
 
+def test_verbose_prints_every_note_the_compact_report_folds(improved):
+    """--verbose prints the legend whole (directions of every row, the tests, the detectable effect); the compact
+    report keeps the key and one line naming what it folded."""
+    code, out, err = cli("report", "--db", str(improved), "--verbose")
+    assert (code, err) == (0, "")
+    _golden("improved.text-verbose.stdout", out)
+    _, compact, _ = cli("report", "--db", str(improved))
+    assert compact.splitlines()[-1] == "3 notes change no verdict: tests, Delta without %, MDE (see --verbose)"
+    flat = " ".join(out.split())
+    assert "Tests: checksum: exact counts" in flat and "Minimum detectable effect" in flat
+    assert "Time elapsed/User/Sys/Max RSS/Ctx switches vol/Ctx switches invol: lower = better." in flat
+    assert "Time elapsed/User: lower = better." in compact  # the rows that changed: Sys, Max RSS... did not
+    assert out.split("-" * 62)[:2] == compact.split("-" * 62)[:2]  # the same SETUP and table
+
+
 def test_text_report_fits_80_columns(improved):
     _, out, _ = cli("report", "--db", str(improved))
     assert max(len(line) for line in out.splitlines()) <= 80

@@ -90,11 +90,32 @@ def _groups(sessions: list[Session], key) -> dict[str, list[int]]:
     return out
 
 
+NAMED_IDS = 3  # session ids a warning names per version; the rest are counted
+NAMED_VERSIONS = 3  # versions a warning names; the rest are counted with their sessions
+
+
 def _describe(groups: dict[str, list[int]], label: str = "hash") -> str:
-    """``abc123def456 in sessions 1, 2; 0f1e2d3c4b5a in session 3``: keys as a short hash, a name or a version."""
+    """``abc123def456 in sessions 1, 2; 0f1e2d3c4b5a in session 3``: keys as a short hash, a name or a version.
+
+    A few ids and versions are named and the rest counted (``sessions 1, 11, 21 and 997 more``), so a
+    warning over thousands of pooled sessions stays one line."""
     parts = []
-    for i, (key, ids) in enumerate(groups.items(), 1):
+    items = list(groups.items())
+    for i, (key, ids) in enumerate(items[:NAMED_VERSIONS], 1):
         name = {"hash": key[:12], "name": key, "version": f"version {i}"}[label]
-        noun = "session" if len(ids) == 1 else "sessions"
-        parts.append(f"{name} in {noun} {', '.join(map(str, ids))}")
+        parts.append(f"{name} in {_sessions(ids)}")
+    rest = items[NAMED_VERSIONS:]
+    if rest:
+        more = sum(len(ids) for _, ids in rest)
+        what = "machines" if label == "name" else "versions"
+        parts.append(f"{len(rest):,} more {what} in {more:,} session{'s' if more != 1 else ''}")
     return "; ".join(parts)
+
+
+def _sessions(ids: list[int]) -> str:
+    """``session 3``, ``sessions 1, 2`` or ``sessions 1, 11, 21 and 997 more``."""
+    if len(ids) == 1:
+        return f"session {ids[0]}"
+    if len(ids) <= NAMED_IDS + 1:
+        return f"sessions {', '.join(map(str, ids))}"
+    return f"sessions {', '.join(map(str, ids[:NAMED_IDS]))} and {len(ids) - NAMED_IDS:,} more"

@@ -21,6 +21,7 @@ from perfab.report.html import table
 from perfab.report.html.page import document
 from perfab.report.html.plots import delta_plot, order_plot, runs_plot
 from perfab.report.html.svg import esc
+from perfab.report.notes import collapsed
 from perfab.report.html.sweep import profile_plot, split_plot, sweep_plot, x_parameter
 from perfab.report.numbers import centers, fmt_delta, fmt_value
 
@@ -35,7 +36,8 @@ def render_html(doc: Report) -> str:
     for wi, section in enumerate(doc.sections):
         parts.append(_workload(a, wi, section))
     if a.warnings:
-        parts += ['<h2 id="warnings">Warnings</h2>', table.bullet_list(w.text for w in a.warnings)]
+        warnings = collapsed(a.warnings, lists="--format json lists them")  # the page stays small at any size
+        parts += ['<h2 id="warnings">Warnings</h2>', table.bullet_list(warnings)]
     if a.notes:
         parts += ['<h2 id="notes">Notes</h2>', table.bullet_list(a.notes, "notes")]
     parts.append("<footer>perfab report: static page, no scripts, nothing fetched.</footer>")
