@@ -178,7 +178,7 @@ def check_files(files: tuple[str, ...], memory_mb: int) -> int:
     total, entries = 0, 0
     for given in files:
         where = f"measure.files: {given!r}"
-        path = os.path.normpath(given if given.startswith("/") else "/" + given)  # as the initramfs reads it
+        path = os.path.abspath(given)  # as the initramfs reads it: relative to perfab's working directory
         _not_pseudo(path, where)
         try:
             st = os.stat(path)

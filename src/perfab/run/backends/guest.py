@@ -31,7 +31,7 @@ from perfab.errors import UsageError
 from perfab.metrics import GUEST_CLOCKS, Metric, resolve
 from perfab.run.backends.base import Declares, Measurement
 from perfab.run.backends.cache_geometry import parse_level
-from perfab.specfile import Experiment, Kernel, Measure, Variant, Workload, checks
+from perfab.specfile import Experiment, Kernel, Measure, Variant, Workload, checks, expand
 from perfab.specfile.kinds import Bool, Choice, Integer, Strings
 from perfab.specfile.schema import ACCELS, GUEST_ROOTS, BackendKeys, Key
 
@@ -194,7 +194,8 @@ class GuestBackend(Declares):
                            launcher_exit(Path(scratch) / LAUNCHER_STDERR, status))
 
     def metric_info(self) -> dict[str, Metric]:
-        names = (*_COUNTS.values(), *GUEST_CLOCKS, *(f"interrupts.{r}" for r in self.measure.interrupts),
+        names = (*_COUNTS.values(), "I1 MPKI:u", "I1 MPKI:k", *GUEST_CLOCKS,
+                 *(f"interrupts.{r}" for r in self.measure.interrupts),
                  *(f"vmstat.{r}" for r in self.measure.vmstat))
         return {name: resolve(name, simulated=True, origin="backend") for name in names}
 
@@ -252,6 +253,7 @@ class GuestSide(Declares):
                              self.parent.accel, self.parent.plugin_options(), argv, result, self.deadline_s,
                              self.parent.cache_root)
         doc["root"] = self.parent.measure.root
+        doc["cwd"] = expand(self.workload.cwd, self.values) if self.workload.cwd else os.getcwd()
         doc["maps"] = side_maps(self.variant, self.workload, self.values, argv)
         if self.service is not None:
             doc["service"] = self.service
@@ -344,6 +346,10 @@ def _metrics(result: dict, accel: str, interrupts: tuple[str, ...], vmstat: tupl
     """Counts, wall time and the asked-for in-guest counter deltas of one run."""
     counts = result.get("counts") or {}
     metrics = {_COUNTS[k]: float(v) for k, v in counts.items() if k in _COUNTS}
+    for mode in ("u", "k"):  # misses per thousand instructions of the same privilege, as seed 000's tables
+        misses, insns = metrics.get(f"I1 misses:{mode}"), metrics.get(f"instructions:{mode}")
+        if misses is not None and insns:
+            metrics[f"I1 MPKI:{mode}"] = 1000.0 * misses / insns
     wall = result.get("guest_wall_s")
     if wall is not None:
         metrics["emulated_wall_s" if accel == "tcg" else "guest_wall_s"] = float(wall)
