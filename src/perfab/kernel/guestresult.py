@@ -88,7 +88,10 @@ def failure(sections: dict[str, bytes], status: int | None, console: str, code: 
     """One line saying why the run failed, or None when the workload ran to its end."""
     error = sections.get("error", b"").decode("utf-8", "replace").strip()
     if error:
-        return error.splitlines()[0][:400]
+        log = [ln.strip() for ln in sections.get("service.log", b"").decode("utf-8", "replace").splitlines()
+               if ln.strip()]
+        said = f"; the service's log ends: {log[-1][:300]}" if log else ""
+        return error.splitlines()[0][:400] + said
     if "end" in sections and status is not None:
         return None
     panic = next((ln.strip() for ln in console.splitlines() if "Kernel panic" in ln), None)

@@ -340,12 +340,12 @@ static void wait_ready(const struct server *srv, double ready_s)
     while (srv->port && !accepts(srv->port)) {
         int status;
         if (waitpid(srv->pid, &status, WNOHANG) == srv->pid && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-            fail("the service exited (%s %d) before it accepted connections on 127.0.0.1:%d in the guest; "
-                 "see its log (service.log in the run's output)", WIFEXITED(status) ? "status" : "signal",
+            fail("the service exited (%s %d) before it accepted connections on 127.0.0.1:%d in the guest",
+                 WIFEXITED(status) ? "status" : "signal",
                  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), srv->port);
         if (now_s() > deadline)
             fail("the service did not accept connections on 127.0.0.1:%d in the guest within %g s; check "
-                 "service.port and its log, or raise service.ready_timeout", srv->port, ready_s);
+                 "service.port, or raise service.ready_timeout", srv->port, ready_s);
         struct timespec pause = {0, 10 * 1000 * 1000};
         nanosleep(&pause, NULL);
     }
@@ -441,7 +441,7 @@ int main(int argc, char **argv)
         if (after.procs == 0) {
             out_path(path_usage, sizeof(path_usage), "error");
             if ((f = fopen(path_usage, "w")) != NULL) {
-                fputs("the service exited before the workload ended; see its log (service.log)\n", f);
+                fputs("the service exited before the workload ended\n", f);
                 fclose(f);
             }
         }

@@ -160,6 +160,8 @@ def run(request_path: str, stdout=None, stderr=None) -> int:
     err.write(res.stderr)
     if res.failure:
         err.write(f"perfab.kernel.launch: {res.failure}\n".encode())
+    if res.service_log and (res.failure or res.status):
+        err.write(b"perfab.kernel.launch: the end of the service's log:\n" + res.service_log[-2000:] + b"\n")
     _write_json(result_path, body)
     return GUEST_FAILURE_EXIT if res.failure else int(res.status or 0) & 0xFF
 

@@ -13,6 +13,7 @@ and nothing starts here.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from contextlib import ExitStack
@@ -74,7 +75,7 @@ class SideContext:
             return None
         where = f"workload {self.workload.name!r} service"
         return {"argv": [expand(a, self.values, f"{where} argv") for a in svc.argv],
-                "cwd": expand(svc.cwd, self.values, f"{where} cwd") if svc.cwd else (self.cwd or "/"),
+                "cwd": expand(svc.cwd, self.values, f"{where} cwd") if svc.cwd else (self.cwd or os.getcwd()),
                 "port": svc.port, "ready_s": svc.ready_timeout_s, "cpus": svc.cpus}
 
     def service_problem(self) -> str | None:
