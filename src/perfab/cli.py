@@ -555,11 +555,17 @@ COMMANDS["parse"] = cmd_parse
 
 
 class _progress:
-    """A rich progress bar with ETA on a terminal; silence otherwise."""
+    """A rich progress bar with ETA on a terminal; otherwise, in a long session, one line a minute."""
+
+    LINE_EVERY_S = 60.0  # off a terminal: seconds between progress lines (none in a session shorter than this)
 
     def __init__(self, stream: TextIO):
+        import time
+
         self.stream = stream
         self.bar = None
+        self.clock = time.monotonic
+        self.started = self.last = self.stretch = self.clock()  # the session's, the last line's, the stretch's start
 
     def __enter__(self):
         if getattr(self.stream, "isatty", lambda: False)():
@@ -578,6 +584,7 @@ class _progress:
 
     def __call__(self, done: int, total: int, label: str) -> None:
         if self.bar is None:
+            self._line(done, total, label)
             return
         if self.task is None:
             self.task = self.bar.add_task(label, total=total)
@@ -591,6 +598,22 @@ class _progress:
             self.bar.console.print(line, markup=False, highlight=False)
         else:
             print(f"perfab: {line}", file=self.stream)
+
+    def _line(self, done: int, total: int, label: str) -> None:
+        """``run 12 of 40 (locksys inlined), 3m elapsed, about 7m left``, at most once a minute."""
+        now = self.clock()
+        if done == 0:
+            self.stretch = now  # a workload's runs begin: the estimate is theirs
+        if now - self.last < self.LINE_EVERY_S or not 0 < done < total:
+            return
+        self.last = now
+        left = (now - self.stretch) / done * (total - done)
+        self.log(f"run {done} of {total} ({label}), {_minutes(now - self.started)} elapsed, "
+                 f"about {_minutes(left)} left")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f}m" if seconds >= 90 else f"{seconds:.0f}s"
 
 
 if __name__ == "__main__":

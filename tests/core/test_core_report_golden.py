@@ -205,3 +205,16 @@ def test_every_distinct_failure_reason_is_reported(tmp_path):
     failed = [line for line in text.splitlines() if line.startswith("Failed runs on b")]
     assert len(failed) == 1
     assert failed[0].startswith("Failed runs on b: 3 (2x exit status 1: boom; timed out after")
+
+
+def test_the_robots_layout_matches_golden_and_its_figures(improved):
+    """``--format lkp``: each side's mean ± its relative stddev and the %change of the means, as lkp-tests mails."""
+    code, out, err = cli("report", "--db", str(improved), "--format", "lkp")
+    assert code == 0, err
+    _golden("improved.lkp.stdout", out)
+    code, raw, _ = cli("report", "--db", str(improved), "--format", "json")
+    row = next(r for r in json.loads(raw)["rows"] if r["metric"] == "ops/s")
+    base, exp = row["base_values"], row["exp_values"]
+    change = 100 * (sum(exp) / len(exp)) / (sum(base) / len(base)) - 100
+    line = next(x for x in out.splitlines() if x.rstrip().endswith("lockbench.ops/s  [**]"))
+    assert f"{change:+.1f}%" in line and f"{sum(base) / len(base):.0f}" in line, line

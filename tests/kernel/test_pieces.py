@@ -23,7 +23,7 @@ def test_the_archive_lists_with_cpio_and_holds_the_workload_and_its_libraries(tm
     image = initramfs.build(w, tmp_path)
     names = subprocess.run(["cpio", "-t"], stdin=image.open("rb"), capture_output=True,
                            text=True, check=True).stdout.split()
-    assert {"init", "bin/busybox", "bin/sh", "bin/perfab-guestrun", ".perfab/req/argv",
+    assert {"init", "bin/busybox", "bin/sh", ".perfab/bin/perfab-guestrun", ".perfab/req/argv",
             "work/here", true.lstrip("/")} <= set(names)
     assert any(n.endswith("libc.so.6") for n in names)  # true is dynamic: its libraries come along
     assert initramfs.build(w, tmp_path) == image  # same content, same cached file
@@ -99,3 +99,20 @@ def test_the_plugin_refuses_a_bad_argument(tmp_path):
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode != 0
     assert "perfab_tcg: bad argument" in proc.stderr and "l1i=1:2:3" in proc.stderr
+
+
+def test_a_guest_setup_error_is_the_failure_with_the_end_of_the_services_log():
+    sections = {"error": b"the service exited (status 1) before it accepted connections on 127.0.0.1:80\n",
+                "service.log": b"nginx: [emerg] bind() failed\n\nnginx: [emerg] open() \"/x.conf\" failed\n\n",
+                "status": b"", "end": b""}
+    why = guestresult.failure(sections, None, "", 0, False, 60, "")
+    assert why == ('the service exited (status 1) before it accepted connections on 127.0.0.1:80; the service\'s '
+                   'log ends: nginx: [emerg] open() "/x.conf" failed')
+    assert guestresult.failure({**sections, "service.log": b""}, None, "", 0, False, 60, "").endswith(":80")
+
+
+def test_the_launchers_service_section_reads_before_and_after():
+    blob = b"before user_s 0.01 sys_s 0.00 run_ns 2030 syscr 25 syscw 1 procs 2\n" \
+           b"after user_s 0.02 sys_s 0.01 run_ns 5030 syscr 30 syscw 201 procs 2\ngarbage line\n"
+    got = guestresult.parse_service(blob)
+    assert got["before"]["run_ns"] == 2030 and got["after"]["syscw"] == 201 and set(got) == {"before", "after"}

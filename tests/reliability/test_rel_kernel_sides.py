@@ -232,19 +232,15 @@ CASES = {  # situation -> (spec text, with {zoo} for the zoo's path; the one std
                       r"comes after it; set memory = 96 or more$"),
     "memory-80-MiB": (spec(measure="memory = 80"),
                       r"measure\.memory = 80 MiB is too little .*set memory = 96 or more$"),
-    "script-for-bash": (spec(workload='argv = ["{zoo}/bash.sh"]'),
-                        r"perfab: k\.toml: workload 'w', side 'a': argv\[0\] \S+/bash\.sh is a script for /bin/bash, "
-                        r"and the guest has no /bin/bash \(its initramfs holds busybox sh and the files perfab copies "
-                        r"in\); add \"/bin/bash\" to measure\.files, or start it with #!/bin/sh$"),
     "script-for-env-python": (spec(workload='argv = ["{zoo}/env-python.py"]'),
-                              r"argv\[0\] \S+/env-python\.py is a script for /usr/bin/env python3, and the guest has "
-                              r"no /usr/bin/env"),
+                              r"perfab: k\.toml: workload 'w', side 'a': argv\[0\] \S+/env-python\.py is a script "
+                              r"for /usr/bin/env python3, and the guest has no python3 \(its initramfs holds busybox sh, "
+                              r"the script's interpreter and the files perfab copies in\); add \"\S*python3\" to "
+                              r"measure\.files, or set measure\.root = \"host\"$"),
     "script-for-env-with-env-listed": (spec(workload='argv = ["{zoo}/env-python.py"]',
                                             measure='files = ["/usr/bin/env"]'),
                                        r"is a script for /usr/bin/env python3, and the guest has no python3 .*add "
                                        r"\"\S*python3\" to measure\.files"),
-    "script-for-awk": (spec(workload='argv = ["{zoo}/awk.awk"]'), r"is a script for /usr/bin/awk, and the guest has "
-                                                                 r"no /usr/bin/awk"),
     "script-with-empty-shebang": (spec(workload='argv = ["{zoo}/empty-shebang.sh"]'),
                                   r"argv\[0\] \S+ is a script with an empty #! line; name its interpreter, e.g. "
                                   r"#!/bin/sh$"),
@@ -292,6 +288,10 @@ ACCEPTED = {  # situation -> (spec text, a line plan prints)
     "cmdline-literal-braces": (spec(b=f'image = "{IMG}"\ncmdline = "x={{{{y}}}}"'), "cmdline 'x={y}'"),
     "cmdline-at-the-limit": (spec(b=f'image = "{IMG}"\ncmdline = "{"x" * (2047 - 90)}"'), "kernel b: boots"),
     "script-for-sh": (spec(workload='argv = ["{zoo}/sh.sh"]'), "kernel a: boots"),
+    "script-for-bash-carried-with-its-interpreter": (spec(workload='argv = ["{zoo}/bash.sh"]'), "kernel a: boots"),
+    "script-for-awk-carried-with-its-interpreter": (spec(workload='argv = ["{zoo}/awk.awk"]'), "kernel a: boots"),
+    "script-for-env-python-on-the-hosts-root": (spec(workload='argv = ["{zoo}/env-python.py"]', measure='root = "host"'),
+                                                "kernel a: boots"),
     "script-for-busybox": (spec(workload='argv = ["{zoo}/busybox-sh.sh"]'), "kernel a: boots"),
     "script-for-bash-with-bash-listed": (spec(workload='argv = ["{zoo}/bash.sh"]', measure='files = ["/bin/bash"]'),
                                          "kernel a: boots"),
@@ -361,9 +361,10 @@ def test_a_kernel_option_of_the_wrong_type_is_named_as_such(tmp_path, kept, debi
 
 
 @pytest.mark.parametrize("config, line", [
-    ("", "network b: none: the guest has no network device, and a tinyconfig kernel no network stack (a workload that "
-         'opens a socket fails); add config NET = "y", INET = "y" for loopback'),
+    ("", "network b: loopback only"),  # perfab adds NET and INET to a tinyconfig
     ('config = { NET = "y", INET = "y" }', "network b: loopback only"),
+    ('config = { NET = "n" }', "network b: none: the guest has no network device, and this kernel no network stack (a "
+                               'workload that opens a socket fails); keep config NET = "y", INET = "y" for loopback'),
 ])
 def test_plan_says_what_network_a_built_guest_has(tmp_path, debian_tree, monkeypatch, config, line):
     monkeypatch.chdir(tmp_path)

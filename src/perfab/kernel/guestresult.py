@@ -69,9 +69,29 @@ def int_or_none(blob: bytes) -> int | None:
         return None
 
 
+def parse_service(blob: bytes) -> dict[str, dict[str, float]]:
+    """The launcher's ``service`` section: ``before|after NAME VALUE ...`` per line, as {when: {NAME: VALUE}}."""
+    out: dict[str, dict[str, float]] = {}
+    for line in blob.decode("utf-8", "replace").splitlines():
+        words = line.split()
+        if len(words) < 3 or words[0] not in ("before", "after") or len(words) % 2 == 0:
+            continue
+        try:
+            out[words[0]] = {words[i]: float(words[i + 1]) for i in range(1, len(words), 2)}
+        except ValueError:
+            continue
+    return out
+
+
 def failure(sections: dict[str, bytes], status: int | None, console: str, code: int | None,
              timed_out: bool, timeout_s: float, qemu_err: str) -> str | None:
     """One line saying why the run failed, or None when the workload ran to its end."""
+    error = sections.get("error", b"").decode("utf-8", "replace").strip()
+    if error:
+        log = [ln.strip() for ln in sections.get("service.log", b"").decode("utf-8", "replace").splitlines()
+               if ln.strip()]
+        said = f"; the service's log ends: {log[-1][:300]}" if log else ""
+        return error.splitlines()[0][:400] + said
     if "end" in sections and status is not None:
         return None
     panic = next((ln.strip() for ln in console.splitlines() if "Kernel panic" in ln), None)

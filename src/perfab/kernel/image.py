@@ -186,3 +186,25 @@ def cached_kallsyms(kernel: str, cache: Path) -> bytes | None:
 def remember_kallsyms(kernel: str, cache: Path, text: bytes) -> None:
     """Keep the symbols a guest of ``kernel`` sent."""
     write_atomic(kallsyms_path(kernel, cache), text)
+
+
+def release(kernel: str) -> str | None:
+    """The kernel's release (``uname -r``): from a bzImage's setup header (``kernel_version``), or the
+    ``Linux version`` banner of an ELF vmlinux; None when the file names none."""
+    try:
+        with open(kernel, "rb") as f:
+            head = f.read(0x10000)
+            if head[:4] == b"\x7fELF":
+                head += f.read()
+    except OSError:
+        return None
+    if head[0x202:0x206] == b"HdrS" and len(head) > 0x210:
+        offset, = struct.unpack_from("<H", head, 0x20E)
+        text = head[0x200 + offset: 0x200 + offset + 256].split(b"\0", 1)[0]
+        words = text.split()
+        return words[0].decode(errors="replace") if offset and words else None
+    at = head.find(b"Linux version ")
+    if at < 0:
+        return None
+    words = head[at + len(b"Linux version "): at + 200].split()
+    return words[0].decode(errors="replace") if words else None

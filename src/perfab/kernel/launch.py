@@ -15,6 +15,10 @@ Request keys (``kernel`` and ``argv`` required):
   plugin       null, or {"cache": bool, "l1i": "32768:8:64", "l1d": ..., "ll": ...}
   deterministic  true: under TCG, fixed RTC, no address/stack randomisation, icount with 1 vCPU
   cwd          "/";  env  {"NAME": "value"};  files  [host paths copied in]
+  root         "initramfs" (the workload's files copied in) or "host" (this machine's root over 9p)
+  maps         [[host directory, guest directory], ...]: shown at the guest path (the same on every side)
+  service      null, or {"argv": [...], "cwd": "/", "port": N, "ready_s": 10, "cpus": "1"}: a server
+               started in the guest before the workload (pinned to cpus, the workload to the others)
   timeout_s    300
   symbols      null; "guest" (the guest's /proc/kallsyms, fetched once per kernel and cached);
                or a System.map / vmlinux path: the top kernel symbols
@@ -23,6 +27,7 @@ Request keys (``kernel`` and ``argv`` required):
 
 Result keys:
   status, failure, console_tail, accel, vcpus_seen, guest_wall_s, host_wall_s,
+  service {"before": {user_s, sys_s, run_ns, syscr, syscw, procs}, "after": {...}} (with a service),
   deltas {"irq.TLB": n, "vmstat.pgfault": n, ...},
   windows [{"index", "vcpus", "insns_user", "insns_kernel",
             "cache": {"l1i"|"l1d"|"ll": {size, assoc, line, refs_user, refs_kernel,
@@ -43,11 +48,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from perfab.errors import PerfabError, UsageError
-from perfab.kernel import qemu, tcg
+from perfab.kernel import initramfs, qemu, tcg
 
 GUEST_FAILURE_EXIT = 125
 KEYS = {"kernel", "argv", "result", "cmdline", "vcpus", "memory_mb", "accel", "plugin", "deterministic",
-        "cwd", "env", "files", "timeout_s", "symbols", "top", "cache_dir"}
+        "cwd", "env", "files", "timeout_s", "symbols", "top", "cache_dir", "root", "maps", "service"}
 
 
 def request_from_json(doc: dict) -> qemu.BootRequest:
@@ -74,7 +79,22 @@ def request_from_json(doc: dict) -> qemu.BootRequest:
         deterministic=bool(doc.get("deterministic", True)),
         cwd=str(doc.get("cwd", "/")), env=tuple((str(k), str(v)) for k, v in env.items()),
         files=tuple(str(f) for f in doc.get("files", ())), timeout_s=float(doc.get("timeout_s", 300)),
-        kallsyms=doc.get("symbols") == "guest", cache_dir=doc.get("cache_dir"))
+        kallsyms=doc.get("symbols") == "guest", cache_dir=doc.get("cache_dir"),
+        root=str(doc.get("root", "initramfs")), maps=tuple((str(a), str(b)) for a, b in doc.get("maps", ())),
+        service=_service(doc.get("service")))
+
+
+def _service(doc: dict | None) -> initramfs.Service | None:
+    """The request's server, or None."""
+    if doc is None:
+        return None
+    try:
+        return initramfs.Service(argv=tuple(str(a) for a in doc["argv"]), cwd=str(doc.get("cwd") or "/"),
+                                 port=None if doc.get("port") is None else int(doc["port"]),
+                                 ready_s=float(doc.get("ready_s", 10.0)), cpus=doc.get("cpus"))
+    except (KeyError, TypeError, ValueError) as e:
+        raise UsageError(f"service in the launch request is not usable ({e}); give argv, and port, ready_s, "
+                         "cpus as numbers and a CPU list") from e
 
 
 def result_to_json(res: qemu.BootResult, symbols: str | list | None, top: int) -> dict:
@@ -82,7 +102,7 @@ def result_to_json(res: qemu.BootResult, symbols: str | list | None, top: int) -
     return {
         "status": res.status, "failure": res.failure, "console_tail": res.console_tail,
         "accel": res.accel, "vcpus_seen": res.vcpus_seen, "guest_wall_s": res.guest_wall_s,
-        "host_wall_s": res.host_wall_s, "deltas": res.deltas,
+        "host_wall_s": res.host_wall_s, "deltas": res.deltas, "service": res.service or None,
         "windows": [_window_json(w) for w in res.records],
         "counts": summed_counts(res.records),
         "symbols": _symbols_json(symbols, res.records, top) if symbols and res.records else None,
@@ -140,6 +160,8 @@ def run(request_path: str, stdout=None, stderr=None) -> int:
     err.write(res.stderr)
     if res.failure:
         err.write(f"perfab.kernel.launch: {res.failure}\n".encode())
+    if res.service_log and (res.failure or res.status):
+        err.write(b"perfab.kernel.launch: the end of the service's log:\n" + res.service_log[-2000:] + b"\n")
     _write_json(result_path, body)
     return GUEST_FAILURE_EXIT if res.failure else int(res.status or 0) & 0xFF
 

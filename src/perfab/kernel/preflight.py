@@ -25,7 +25,9 @@ boot would otherwise find out run after run (or never):
   its RAM); kernel pseudo-files (``/proc``, ``/sys``, ``/dev``), FIFOs,
   devices and sockets are refused, as are missing paths;
 - a workload that is a script whose interpreter the guest does not have
-  (its initramfs holds busybox and the files perfab copies in).
+  (its initramfs holds busybox, the files perfab copies in and a script's
+  own ``#!`` interpreter; ``#!/usr/bin/env python3`` needs python3 listed),
+  unless ``measure.root = "host"`` shows the guest this machine's root.
 """
 
 from __future__ import annotations
@@ -60,7 +62,8 @@ def check_sides(exp: Experiment, variants: tuple[Variant, ...], measure: Measure
         for v in variants:
             _check_kernel(v.name, kernels[v.name], full_cmdline, measure.memory_mb, files)
         for v in variants:
-            check_programs(exp, v, measure.files)
+            if measure.root == "initramfs":  # with the host's root the guest has what this machine has
+                check_programs(exp, v, measure.files)
     except UsageError as e:
         raise type(e)(f"{exp.path}: {e}") from None
     return kernels
@@ -175,7 +178,7 @@ def check_files(files: tuple[str, ...], memory_mb: int) -> int:
     total, entries = 0, 0
     for given in files:
         where = f"measure.files: {given!r}"
-        path = os.path.normpath(given if given.startswith("/") else "/" + given)  # as the initramfs reads it
+        path = os.path.abspath(given)  # as the initramfs reads it: relative to perfab's working directory
         _not_pseudo(path, where)
         try:
             st = os.stat(path)
@@ -283,12 +286,13 @@ def guest_cannot_run(path: str | None, files: tuple[str, ...]) -> str | None:
     if not words:
         return "is a script with an empty #! line; name its interpreter, e.g. #!/bin/sh"
     wanted = [words[0]] + ([words[1]] if Path(words[0]).name == "env" and len(words) > 1 else [])
-    missing = [w for w in wanted if not _in_guest(w, files)]
+    copied = {words[0]} if os.path.isfile(words[0]) else set()  # the initramfs carries a script's interpreter
+    missing = [w for w in wanted if w not in copied and not _in_guest(w, files)]
     if not missing:
         return None
     return (f"is a script for {' '.join(wanted)}, and the guest has no {missing[0]} (its initramfs holds busybox "
-            f"sh and the files perfab copies in); add \"{_host_path(missing[0])}\" to measure.files, or start it "
-            "with #!/bin/sh")
+            f"sh, the script's interpreter and the files perfab copies in); add \"{_host_path(missing[0])}\" to "
+            'measure.files, or set measure.root = "host"')
 
 
 def _in_guest(program: str, files: tuple[str, ...]) -> bool:

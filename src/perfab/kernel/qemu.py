@@ -40,7 +40,7 @@ from pathlib import Path
 
 from perfab import scratch
 from perfab.errors import ToolError, UsageError
-from perfab.kernel import guestresult, image, initramfs, tcg
+from perfab.kernel import guestresult, image, initramfs, modules, tcg
 
 QEMU = "qemu-system-x86_64"
 PLUGIN_DIR = Path(__file__).resolve().parents[3] / "native" / "tcg"
@@ -48,6 +48,9 @@ BASE_CMDLINE = "console=ttyS0 quiet panic=-1 rdinit=/init nokaslr"  # quiet: a s
 DETERMINISTIC_CMDLINE = "norandmaps randomize_kstack_offset=off"
 FIXED_RTC = "clock=vm,base=2024-01-01T00:00:00"
 TAIL_LINES = 40
+HOST_ROOT_DEVICE = [  # this machine's / shared read-only over virtio-9p (root = "host"); the guest overlays a tmpfs
+    "-fsdev", "local,id=perfabroot,path=/,security_model=none,readonly=on,multidevs=remap",
+    "-device", f"virtio-9p-pci,fsdev=perfabroot,mount_tag={initramfs.HOST_ROOT_TAG}"]
 WORKLOAD_START = b"perfab: workload start"  # the init's console line before the launcher runs
 
 
@@ -75,6 +78,9 @@ class BootRequest:
     cwd: str = "/"  # the workload's working directory in the guest
     env: tuple[tuple[str, str], ...] = ()  # the workload's environment (PATH added when absent)
     files: tuple[str, ...] = ()  # host files/directories copied in at the same paths
+    root: str = "initramfs"  # "initramfs": the workload's files copied in; "host": this machine's root over 9p
+    maps: tuple[tuple[str, str], ...] = ()  # (host directory, guest directory): shown at the guest path
+    service: initramfs.Service | None = None  # a server started in the guest before the workload
     timeout_s: float = 300.0  # kill the guest past this much host wall time
     kallsyms: bool = False  # also return the guest kernel's text symbols (sent once per kernel, then cached)
     direct: bool = True  # boot the vmlinux inside a bzImage directly (PVH) when the kernel allows
@@ -99,6 +105,8 @@ class BootResult:
     records: tuple[tcg.Window, ...] = ()  # plugin windows, one per start/stop marker pair
     deltas: dict[str, int] = field(default_factory=dict)  # irq.NAME / vmstat.NAME deltas over the workload
     kallsyms: bytes = b""  # "ADDR TYPE NAME" text symbols from the guest, when asked for
+    service: dict[str, dict[str, float]] = field(default_factory=dict)  # "before"/"after" -> the server's usage
+    service_log: bytes = b""  # the end of the server's output
 
 
 def default_cache() -> Path:
@@ -231,6 +239,8 @@ def qemu_command(req: BootRequest, accel: str, archive: Path, work: Path, cache:
                 cmd += ["-icount", "shift=0,sleep=off"]
     if req.plugin is not None and accel == "tcg":
         cmd += ["-plugin", _plugin_arg(req.plugin, work / "plugin.jsonl", cache)]
+    if req.root == "host":
+        cmd += HOST_ROOT_DEVICE
     return cmd
 
 
@@ -249,7 +259,9 @@ def boot(req: BootRequest) -> BootResult:
     cache = Path(req.cache_dir) if req.cache_dir else default_cache()
     known_syms = image.cached_kallsyms(req.kernel, cache) if req.kallsyms else None
     workload = initramfs.Workload(argv=tuple(req.argv), cwd=req.cwd, env=tuple(req.env),
-                                  files=tuple(req.files), kallsyms=req.kallsyms and known_syms is None)
+                                  files=tuple(req.files), kallsyms=req.kallsyms and known_syms is None,
+                                  service=req.service, root=req.root, maps=tuple(req.maps),
+                                  modules=modules.for_host_root(req.kernel) if req.root == "host" else ())
     archive = initramfs.build(workload, cache)
     accel = choose_accel(req)
     scratch.sweep()  # what killed launchers left (their QEMU stopped first)
@@ -345,6 +357,7 @@ def _collect(req: BootRequest, work: Path, accel: str, code: int | None, timed_o
         guest_wall_s=wall, host_wall_s=host_wall, to_workload_s=to_workload, accel=accel,
         vcpus_seen=guestresult.int_or_none(sections.get("cpus", b"")),
         failure=failure, console_tail=tail, records=records, kallsyms=sections.get("kallsyms", b""),
+        service=guestresult.parse_service(sections.get("service", b"")), service_log=sections.get("service.log", b""),
         deltas={**guestresult.interrupt_deltas(sections.get("irq0", b""), sections.get("irq1", b"")),
                 **guestresult.vmstat_deltas(sections.get("vm0", b""), sections.get("vm1", b""))})
 

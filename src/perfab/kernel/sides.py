@@ -210,9 +210,12 @@ def _release(image: str) -> str:
 
 
 def network(k) -> str:
-    """What a guest of kernel ``k`` can reach: no network device ever; loopback only with NET and INET."""
-    options = dict(k.config)
-    if k.image is None and k.base == "tinyconfig" and not (options.get("NET") == "y" and options.get("INET") == "y"):
-        return ('none: the guest has no network device, and a tinyconfig kernel no network stack (a workload that '
-                'opens a socket fails); add config NET = "y", INET = "y" for loopback')
+    """What a guest of kernel ``k`` can reach: no network device ever; loopback only with NET and INET
+    (perfab adds both to a tinyconfig; a side may turn them off)."""
+    from perfab.kernel.config import GUEST_OPTIONS
+
+    options = {**(GUEST_OPTIONS if k.base == "tinyconfig" else {}), **dict(k.config)}
+    if k.image is None and not (options.get("NET") == "y" and options.get("INET") == "y"):
+        return ('none: the guest has no network device, and this kernel no network stack (a workload that '
+                'opens a socket fails); keep config NET = "y", INET = "y" for loopback')
     return "loopback only: the guest has no network device, so nothing outside it can be reached"

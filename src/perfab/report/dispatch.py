@@ -22,6 +22,15 @@ def _render_html(doc: Report) -> str:
 RENDERERS["html"] = _render_html
 
 
+def _render_lkp(doc: Report) -> str:
+    from perfab.report.lkp import render_lkp
+
+    return render_lkp(doc)
+
+
+RENDERERS["lkp"] = _render_lkp
+
+
 def render(analysis: Analysis, fmt: str = "text", absolute: bool = False, verbose: bool = False) -> str:
     """The report in format ``fmt``; ``absolute`` shows values, not % of the baseline, in 3+ side tables;
     ``verbose`` prints every note and warning of the text report (``perfab.report.notes``).

@@ -34,11 +34,14 @@ class Around:
         if self.counter is not None and self.served is None:
             self.served = self.counter.stop()
 
-    def finish(self, rec: RunRecord, backend) -> RunRecord:
+    def finish(self, rec: RunRecord, backend, measurement=None) -> RunRecord:
         if self.served is not None:
             rec = _with_service_counters(rec, self.served, backend)
         if self.rows:
             rec = _with_interrupts(rec, self.irq, read_interrupts(self.rows), self.rows)
+        usage = getattr(measurement, "service", None)
+        if usage and self.ctx.service is None:  # the backend ran the service (in a guest) and read its usage
+            return _with_usage(rec, usage.get("before"), usage.get("after"), self.ctx.workload)
         return _with_service(rec, self.ctx, self.usage, self.ctx.workload)
 
 
@@ -50,7 +53,11 @@ def _with_service(rec: RunRecord, ctx: SideContext, before, workload: Workload) 
     if problem is not None and rec.status != "interrupted":
         reason = problem if rec.status == "ok" else f"{problem}; the run: {rec.reason}"
         return replace(rec, status="failed", reason=reason, metrics={}, profile={})
-    after = ctx.service_usage()
+    return _with_usage(rec, before, ctx.service_usage(), workload)
+
+
+def _with_usage(rec: RunRecord, before: dict | None, after: dict | None, workload: Workload) -> RunRecord:
+    """The service's usage metrics over the run (``perfab.metrics.service_metrics``), per request too."""
     if rec.status != "ok" or before is None or after is None:
         return rec
     got = service_metrics(before, after, rec.metrics.get(workload.service.requests_metric or ""))

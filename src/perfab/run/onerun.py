@@ -43,6 +43,7 @@ class _Cell:
     shim: list[str] | None  # the rusage shim's command when the wrap may fork, else None
     cwd: str | None  # the working directory, None for perfab's own
     env: dict[str, str]  # the side's environment padded to the widest side's bytes (``perfab.run.layout``)
+    values: dict[str, str]  # the cell's placeholder values
 
 
 class OneRun:
@@ -80,7 +81,7 @@ class OneRun:
         started = time.time()
         if (problem := ctx.service_problem()) is not None:
             return _not_run(started, problem)
-        backend = self.backend.for_side(variant, workload)
+        backend = self.backend.for_side(variant, workload).for_run(cell.values, ctx.service_spec())
         counter = self._service_counter(ctx, group, scratch)
         around = Around(self.exp, ctx, counter, not backend.own_interrupts)
         if (problem := around.start()) is not None:
@@ -99,7 +100,8 @@ class OneRun:
             if writes and os.listdir(scratch):
                 shutil.rmtree(scratch, ignore_errors=True)  # the next run recreates it
                 self._scratch = None
-        return around.finish(record(ex, started, measurement, parse, backend, workload, own_rusage), backend)
+        return around.finish(record(ex, started, measurement, parse, backend, workload, own_rusage), backend,
+                             measurement)
 
     def _scratch_dir(self, root: Path) -> Path:
         """``root / "run"``, created when it does not exist; a new root (session) forgets the cells."""
@@ -120,7 +122,7 @@ class OneRun:
             cwd = self.sides.cwd(workload, values)
             env = self.padding.env(variant, workload, planned.params, cwd,
                                    lambda v: self.sides.values(v, workload, planned.params), self.sides.env)
-            cell = self._cells[key] = _Cell(argv, shim, cwd, env)
+            cell = self._cells[key] = _Cell(argv, shim, cwd, env, values)
         return cell
 
     def _argv(self, workload: Workload, variant: Variant, values: dict[str, str], scratch: Path):

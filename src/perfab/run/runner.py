@@ -220,7 +220,7 @@ class _Walk:
         workload, variant = exp.workload(cell[0]), exp.variant(cell[1])
         values = sides.values(variant, workload, cell[2])
         ctx = SideContext(exp, workload, variant, cell[2], sides.env(variant), sides.cwd(workload, values), self.r.say,
-                          sides.source(variant))
+                          sides.source(variant), starts_service=not self.r.backend.runs_service)
         ctx.__enter__()
         self.cell = ctx
         self.open.append(("cell", lambda: ctx.__exit__(None, None, None)))

@@ -252,6 +252,36 @@ def service_counters(exp: Experiment, at: At) -> None:
                 f'set [measure] backend = "{counter.name}" or remove service.counters')
 
 
+def service_in_guest(exp: Experiment, at: At) -> None:
+    """A service that starts in each run's guest (the guest backend) is pinned to vCPUs the guest has,
+    and leaves one for the workload."""
+    if not _backends().declared(exp.measure.backend).runs_service:
+        return
+    vcpus = exp.measure.vcpus
+    for i, wl in enumerate(exp.workloads):
+        if wl.service is None or not wl.service.cpus:
+            continue
+        cpus = _cpu_list(wl.service.cpus)
+        where = At(at.path, f"workload[{i}].service.cpus")
+        if cpus is None or max(cpus) >= vcpus:
+            raise where.fail(f"{wl.service.cpus!r} names a vCPU the guest does not have (measure.vcpus = {vcpus})",
+                             f"pin the server to vCPUs 0..{vcpus - 1}, or raise measure.vcpus")
+        if len(cpus) >= vcpus:
+            raise where.fail(f"{wl.service.cpus!r} leaves none of the guest's {vcpus} vCPUs for the workload",
+                             "raise measure.vcpus, or pin the server to fewer vCPUs")
+
+
+def _cpu_list(text: str) -> set[int] | None:
+    """The CPUs of ``"1"`` or ``"0-1,3"``; None when the text is not such a list."""
+    out: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()) or int(hi or lo) < int(lo):
+            return None
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out or None
+
+
 BEFORE: dict[str, tuple[Callable[[dict, At], None], ...]] = {
     "experiment": (design_needs_auto,),
     "measure": (backend_keys,),
@@ -264,4 +294,4 @@ AFTER: dict[str, tuple[Callable[[dict, dict, At], None], ...]] = {
     "workload.service": (cpus_with_counters,),
 }
 ACROSS: tuple[Callable[[Experiment, At], None], ...] = (
-    sides_alike, plan_size, kernel_sides, no_shadowed_params, service_counters)
+    sides_alike, plan_size, kernel_sides, no_shadowed_params, service_counters, service_in_guest)

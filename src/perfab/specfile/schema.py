@@ -22,6 +22,7 @@ from perfab.specfile.kinds import (AnyTable, Bool, Choice, CpuList, Integer, Kin
 
 ORDERS = ("interleaved", "alternate", "sequential", "random")
 ACCELS = ("auto", "tcg", "kvm")
+GUEST_ROOTS = ("initramfs", "host")  # what a guest runs from: the files copied in, or this machine's root
 KERNEL_BASES = ("tinyconfig", "defconfig")
 FDR_METHODS = ("bh", "holm")
 METHODS = ("nonparametric", "exact", "normal")

@@ -50,6 +50,8 @@ class Measurement:
     rusage: dict[str, float] = field(default_factory=dict)  # the workload's own user_s/sys_s, read by a wrapper
     profile: dict[str, float] = field(default_factory=dict)  # profile key -> self share, percent of samples
     transient: bool = False  # the failure is a race of the measuring tool, not the workload's: run it again
+    service: dict[str, dict[str, float]] = field(default_factory=dict)  # the server's usage read in a guest:
+    # "before"/"after" the run -> user_s, sys_s, run_ns, syscr, syscw (as SideContext.service_usage gives)
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ DECLARED = {
     "own_readings": bool,  # it reads more than wait4's rusage (lost with a failed run, which keeps no samples)
     "boots_kernels": bool,  # every side names a [variant.kernel] that each run boots
     "counts_service": (str, type(None)),  # what counts a service's processes or CPUs (service_counter), or None
+    "runs_service": bool,  # it starts the workload's service itself, beside the workload (in a guest)
 }
 
 
@@ -145,7 +148,12 @@ class Declares:
     counts_service: str | None
     measure_keys = BackendKeys()  # no [measure] keys of its own
     stderr_file: str | None = None  # collect reads no stderr of the run
+    runs_service = False  # the runner starts the workload's service on this machine
     profile_kind = "self time, % of samples"  # what a run's profile shares are (perf record's sampled self time)
+
+    def for_run(self, values: dict[str, str], service: dict | None) -> "Declares":
+        """The backend for one run with these placeholder values and this expanded service; the same here."""
+        return self
 
     def side_sources(self) -> dict[str, dict]:
         """Nothing besides the sides' programs."""

@@ -31,9 +31,9 @@ from perfab.errors import UsageError
 from perfab.metrics import GUEST_CLOCKS, Metric, resolve
 from perfab.run.backends.base import Declares, Measurement
 from perfab.run.backends.cache_geometry import parse_level
-from perfab.specfile import Experiment, Kernel, Measure, Variant, Workload, checks
+from perfab.specfile import Experiment, Kernel, Measure, Variant, Workload, checks, expand
 from perfab.specfile.kinds import Bool, Choice, Integer, Strings
-from perfab.specfile.schema import ACCELS, BackendKeys, Key
+from perfab.specfile.schema import ACCELS, GUEST_ROOTS, BackendKeys, Key
 
 REQUEST, RESULT = "guest-request.json", "guest-result.json"
 LAUNCHER_STDERR = "guest-launcher-stderr"  # the runner writes the launcher's stderr tail here
@@ -63,6 +63,11 @@ class GuestBackend(Declares):
             "half the guest's memory."),
         Key("vmstat", Strings(checks.vmstat_rows), (),
             'guest backend: /proc/vmstat rows counted over each run in the guest, e.g. ["pgfault"]: vmstat.pgfault.'),
+        Key("root", Choice(GUEST_ROOTS), "initramfs",
+            'guest backend: what the guest runs from: "initramfs" (the workload\'s and its server\'s programs, '
+            'their libraries and files, copied in: only these bytes, the same on every side) or "host" (this '
+            "machine's root filesystem, read-only over virtio-9p with a tmpfs for writes: scripts, installed "
+            "benchmarks and servers run unchanged)."),
         Key("cache_sim", Bool(), False,
             "guest backend under TCG: simulate L1i, L1d and LL (geometry from l1i, l1d, ll, else 32K,8,64 / "
             "32K,8,64 / 8M,16,64), split user/kernel."),
@@ -75,6 +80,7 @@ class GuestBackend(Declares):
     own_readings = True  # the plugin's counts and the in-guest counters
     boots_kernels = True
     counts_service = None
+    runs_service = True  # the workload's server starts in the guest, beside the workload
     stderr_file = LAUNCHER_STDERR  # a launcher that left no result says why on its stderr
     profile_kind = "counted kernel instructions, % per symbol"
 
@@ -170,7 +176,7 @@ class GuestBackend(Declares):
         if variant.name not in self.kernels:
             raise UsageError(f"side {variant.name!r} has no prepared kernel; this is a bug in the caller: "
                              "call prepare() with every side first")
-        return GuestSide(self, variant, guest_deadline(workload.timeout_s))
+        return GuestSide(self, variant, workload, guest_deadline(workload.timeout_s))
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         return ((),)
@@ -188,7 +194,8 @@ class GuestBackend(Declares):
                            launcher_exit(Path(scratch) / LAUNCHER_STDERR, status))
 
     def metric_info(self) -> dict[str, Metric]:
-        names = (*_COUNTS.values(), *GUEST_CLOCKS, *(f"interrupts.{r}" for r in self.measure.interrupts),
+        names = (*_COUNTS.values(), "I1 MPKI:u", "I1 MPKI:k", *GUEST_CLOCKS,
+                 *(f"interrupts.{r}" for r in self.measure.interrupts),
                  *(f"vmstat.{r}" for r in self.measure.vmstat))
         return {name: resolve(name, simulated=True, origin="backend") for name in names}
 
@@ -217,10 +224,17 @@ def guest_deadline(timeout_s: float) -> float:
 class GuestSide(Declares):
     """The guest backend bound to one side: its kernel and command line go into each run's request."""
 
-    def __init__(self, parent: GuestBackend, variant: Variant, deadline_s: float):
-        self.parent, self.variant, self.deadline_s = parent, variant, deadline_s
+    def __init__(self, parent: GuestBackend, variant: Variant, workload: Workload, deadline_s: float,
+                 values: dict[str, str] | None = None, service: dict | None = None):
+        self.parent, self.variant, self.workload, self.deadline_s = parent, variant, workload, deadline_s
         self.name, self.wraps_workload, self.own_interrupts = parent.name, True, True
-        self.simulated, self.stderr_file = True, parent.stderr_file
+        self.simulated, self.stderr_file, self.runs_service = True, parent.stderr_file, True
+        self.values = values or {}  # the run's placeholder values
+        self.service = service  # the workload's server for this side and point, expanded; None: no server
+
+    def for_run(self, values: dict[str, str], service: dict | None) -> "GuestSide":
+        """This side bound to one run's placeholder values and the server started beside it."""
+        return GuestSide(self.parent, self.variant, self.workload, self.deadline_s, values, service)
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         return self.parent.groups()
@@ -235,15 +249,44 @@ class GuestSide(Declares):
         """The launcher's request for one run of ``argv`` on this side."""
         from perfab.kernel.sides import launch_request
 
-        return launch_request(self.parent.kernels[self.variant.name], self.variant, self.parent.measure,
-                              self.parent.accel, self.parent.plugin_options(), argv, result, self.deadline_s,
-                              self.parent.cache_root)
+        doc = launch_request(self.parent.kernels[self.variant.name], self.variant, self.parent.measure,
+                             self.parent.accel, self.parent.plugin_options(), argv, result, self.deadline_s,
+                             self.parent.cache_root)
+        doc["root"] = self.parent.measure.root
+        doc["cwd"] = expand(self.workload.cwd, self.values) if self.workload.cwd else os.getcwd()
+        doc["maps"] = side_maps(self.variant, self.workload, self.values, argv)
+        if self.service is not None:
+            doc["service"] = self.service
+        return doc
 
     def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
         return self.parent.collect(scratch, group, status)
 
     def metric_info(self) -> dict[str, Metric]:
         return self.parent.metric_info()
+
+
+SIDE_DIRS = (("build", "/perfab/build"), ("src", "/perfab/src"))  # a side's build placeholders -> guest paths
+SIDE_PROGRAM_DIR = "/perfab/side"  # the directory of a program whose path names the side in another way
+
+
+def side_maps(variant: Variant, workload: Workload, values: dict[str, str], argv: list[str]) -> list[list[str]]:
+    """Host directories that differ by side, each shown at one guest path for every side.
+
+    ``{build}`` and ``{src}`` are shown at ``/perfab/build`` and ``/perfab/src``; a program whose path
+    names its side otherwise (``./build/{variant}/prog``, a side's ``vars``) has its directory shown at
+    ``/perfab/side``.  So the workload runs from paths of the same bytes on every side, and its
+    arguments, environment and stack start alike (see "Memory layout is not a change" in the README)."""
+    maps = [[os.path.abspath(values[name]), guest] for name, guest in SIDE_DIRS
+            if values.get(name) and os.path.isdir(values[name])]
+    side_names = {"variant", *variant.vars}
+    template = workload.argv[0] if workload.argv else ""
+    program = argv[0] if argv else ""
+    if any(f"{{{name}}}" in template for name in side_names) and "/" in program:
+        directory = os.path.dirname(os.path.abspath(program))
+        if not any(directory == m[0] or directory.startswith(m[0] + "/") for m in maps):
+            maps.append([directory, SIDE_PROGRAM_DIR])
+    return maps
 
 
 def launcher_exit(stderr: Path, status: int) -> str:
@@ -283,7 +326,8 @@ def read_result(path: Path, interrupts: tuple[str, ...] = (), vmstat: tuple[str,
         return Measurement({}, notes=tuple(notes), failure=missing)
     counts = result.get("counts") or {}
     return Measurement(_metrics(result, accel, interrupts, vmstat), notes=tuple(notes),
-                       profile=_profile(result.get("symbols") or {}, counts.get("insns_kernel") or 0))
+                       profile=_profile(result.get("symbols") or {}, counts.get("insns_kernel") or 0),
+                       service=result.get("service") or {})
 
 
 def missing_rows(result: dict, interrupts: tuple[str, ...], vmstat: tuple[str, ...]) -> str | None:
@@ -302,6 +346,10 @@ def _metrics(result: dict, accel: str, interrupts: tuple[str, ...], vmstat: tupl
     """Counts, wall time and the asked-for in-guest counter deltas of one run."""
     counts = result.get("counts") or {}
     metrics = {_COUNTS[k]: float(v) for k, v in counts.items() if k in _COUNTS}
+    for mode in ("u", "k"):  # misses per thousand instructions of the same privilege, as seed 000's tables
+        misses, insns = metrics.get(f"I1 misses:{mode}"), metrics.get(f"instructions:{mode}")
+        if misses is not None and insns:
+            metrics[f"I1 MPKI:{mode}"] = 1000.0 * misses / insns
     wall = result.get("guest_wall_s")
     if wall is not None:
         metrics["emulated_wall_s" if accel == "tcg" else "guest_wall_s"] = float(wall)
