@@ -58,6 +58,8 @@ class PluginOptions:
     l1i: str = "32768:8:64"  # L1i size:assoc:line in bytes
     l1d: str = "32768:8:64"  # L1d size:assoc:line in bytes
     ll: str = "8388608:16:64"  # LL size:assoc:line in bytes
+    branch: bool = False  # cachegrind's branch predictor: conditional and indirect branches and misses
+    coherence: bool = False  # private L1d per vCPU with MESI: HITM and invalidations, by symbol and data line
 
 
 @dataclass(frozen=True)
@@ -144,9 +146,7 @@ def probe_kvm(timeout_s: float = 3.0) -> bool:
 
 def plugin_path(cache: Path | None = None) -> Path:
     """``perfab_tcg.so``, compiled from native/tcg into the cache on first use."""
-    sources = [PLUGIN_DIR / "perfab_tcg.c", PLUGIN_DIR / "qemu_plugin_api.h"]
-    if not all(p.is_file() for p in sources):
-        raise ToolError(f"the TCG plugin's source is missing under {PLUGIN_DIR}: run from a perfab checkout")
+    sources = plugin_sources()
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
     cache = cache or default_cache()
     target = cache / f"perfab_tcg-{digest}.so"
@@ -160,7 +160,8 @@ def plugin_path(cache: Path | None = None) -> Path:
     os.close(fd)
     try:
         proc = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-o", tmp,
-                               str(sources[0])], capture_output=True, text=True, timeout=120)
+                               *(str(p) for p in sources if p.suffix == ".c")],
+                              capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
             raise ToolError(f"cannot build the TCG plugin: {proc.stderr.strip()[:300]}")
         os.replace(tmp, target)
@@ -169,12 +170,24 @@ def plugin_path(cache: Path | None = None) -> Path:
     return target
 
 
+def plugin_sources() -> list[Path]:
+    """The plugin's C sources and headers under native/tcg, in a fixed order."""
+    sources = sorted(PLUGIN_DIR.glob("*.[ch]"))
+    if not any(p.name == "perfab_tcg.c" for p in sources):
+        raise ToolError(f"the TCG plugin's source is missing under {PLUGIN_DIR}: run from a perfab checkout")
+    return sources
+
+
 def _plugin_arg(opts: PluginOptions, out: Path, cache: Path) -> str:
     def esc(s: str) -> str:
         return s.replace(",", ",,")
     parts = [f"file={esc(str(plugin_path(cache)))}", f"out={esc(str(out))}"]
     if opts.cache:
         parts += ["cache=on", f"l1i={opts.l1i}", f"l1d={opts.l1d}", f"ll={opts.ll}"]
+    elif opts.coherence:
+        parts.append(f"l1d={opts.l1d}")
+    parts += ["branch=on"] if opts.branch else []
+    parts += ["coherence=on"] if opts.coherence else []
     return ",".join(parts)
 
 
