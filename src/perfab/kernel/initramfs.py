@@ -6,7 +6,9 @@ in Python, uncompressed by default so the guest spends no emulated time
 inflating it.  It holds:
 
 - ``/bin/busybox`` and links for the applets the init script uses;
-- ``/init``, which mounts proc, sys and devtmpfs, snapshots
+- ``/init``, which mounts proc, sys and devtmpfs, brings online the CPUs
+  the boot left offline (a deterministic SMP guest boots with ``maxcpus=1``,
+  see ``perfab.kernel.qemu``), snapshots
   ``/proc/interrupts`` and ``/proc/vmstat``, runs ``perfab-guestrun`` (a
   static C launcher, ``guestrun.c``, that executes the plugin's start and
   stop markers around the workload), snapshots again, writes the framed
@@ -57,6 +59,7 @@ mkdir -p {OUT_DIR}
 mount -t tmpfs out {OUT_DIR}
 R={OUT_DIR}
 echo "perfab: init reached" > /dev/console
+for c in /sys/devices/system/cpu/cpu*/online; do [ -f $c ] && [ "$(cat $c)" = 0 ] && echo 1 > $c; done
 grep -c ^processor /proc/cpuinfo > $R/cpus
 cat /proc/interrupts > $R/irq0
 cat /proc/vmstat > $R/vm0
