@@ -13,7 +13,7 @@ inflating it.  It holds:
   static C launcher, ``guestrun.c``, that executes the plugin's start and
   stop markers around the workload), snapshots again, writes the framed
   result to the second serial port (``/dev/ttyS1`` in raw mode) and powers
-  off; on request it also sends the kernel's text symbols from
+  off; on request it also sends the kernel's text and data symbols from
   ``/proc/kallsyms`` (Debian ships a placeholder System.map);
 - the workload's request (argv, env, cwd) under ``/.perfab/req``;
 - the host files the workload needs at their own absolute paths: argv[0]
@@ -70,7 +70,7 @@ cat /proc/interrupts > $R/irq1
 cat /proc/vmstat > $R/vm1
 cat {REQ_DIR}/status > $R/status 2>/dev/null || echo "status launcher-$cp_status" > $R/status
 echo "perfab: workload done" > /dev/console
-[ -f {REQ_DIR}/kallsyms ] && grep ' [tTwW] ' /proc/kallsyms > $R/kallsyms
+[ -f {REQ_DIR}/kallsyms ] && grep ' [tTwWdDbBrRvV] ' /proc/kallsyms > $R/kallsyms
 exec 3<>{RESULT_TTY}
 stty -F {RESULT_TTY} raw -echo -opost
 for f in {" ".join(SECTIONS)}; do
@@ -94,7 +94,7 @@ class Workload:
     cwd: str = "/"  # working directory inside the guest (created if absent)
     env: tuple[tuple[str, str], ...] = ()  # the workload's whole environment
     files: tuple[str, ...] = ()  # extra host files or directories, copied at their absolute paths
-    kallsyms: bool = False  # also send back the guest kernel's text symbols (/proc/kallsyms)
+    kallsyms: bool = False  # also send back the guest kernel's text and data symbols (/proc/kallsyms)
 
 
 @dataclass(frozen=True)
