@@ -154,7 +154,8 @@ SERVICE = {m.name: m for m in (
     _m("service_writes_per_req", "Server writes/req", "count", "lower", True, "service"),
 )}
 
-# Counts of a simulated CPU (valgrind's caches and branch predictor; a guest's TCG plugin, split :u/:k).
+# Counts of a simulated CPU (valgrind's caches and branch predictor; a guest's TCG plugin, split :u/:k, which
+# also counts coherence between vCPUs: HITM, transfers of a line modified by another vCPU, and invalidations).
 SIMULATED = {m.name: m for m in (
     _m("instructions", "instructions", "count", "lower", True),
     _m("I1 misses", "I1 misses", "count", "lower", True),
@@ -166,6 +167,8 @@ SIMULATED = {m.name: m for m in (
     _m("branch mispredicts", "branch mispredicts", "count", "lower", True),
     _m("indirect branches", "indirect branches", "count", "lower", True),
     _m("indirect mispredicts", "indirect mispredicts", "count", "lower", True),
+    _m("HITM", "HITM", "count", "lower", True),
+    _m("invalidations", "invalidations", "count", "lower", True),
 )}
 
 # A guest's clocks: the emulated machine's and the host's around the guest.
