@@ -77,8 +77,10 @@ static int snoop(struct coherence *c, int cpu, uint64_t line, int write, struct 
 void coherence_access(struct coherence *c, int cpu, uint64_t line, int write, struct coh_result *r)
 {
     uint64_t *set = set_of(c, cpu, line);
-    int i = find(c, set, line);
     r->miss = r->hitm = r->invalidated = 0;
+    if ((set[0] & LINE_MASK) == line && set[0] && (!write || set[0] >> STATE_SHIFT == MESI_M))
+        return;  /* the most recent line again, and nothing to change */
+    int i = find(c, set, line);
     if (i >= 0) {
         int state = (int)(set[i] >> STATE_SHIFT);
         if (write && state == MESI_S)

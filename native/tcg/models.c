@@ -22,6 +22,10 @@
  * through its vCPU's private L1d (coherence.c).  HITM and invalidations are
  * charged to the accessing instruction's privilege and kernel block, and to
  * the physical line, which remembers the first virtual address it was met at.
+ * Asking QEMU for a physical address costs more than the rest of the model,
+ * so each vCPU keeps the page translations it asked for, as a TLB does, and
+ * drops them all where x86 lets a TLB entry go stale no longer: when the
+ * kernel writes CR3 or CR4 or executes INVLPG or INVPCID.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -37,7 +41,19 @@ struct vcpu_state {
     uint64_t base[2];                   /* insns at the window's start */
     const struct tbmodel *pending[2];   /* by privilege: the last block entered, when it ends in a branch */
     struct predictor pred;              /* this core's predictor */
+    struct xlate *xlate;                /* coherence: page translations, XLATE_SLOTS by virtual page */
+    uint64_t xlate_gen;                 /* translations of an older generation are dropped */
 };
+
+/* One remembered page translation. */
+struct xlate {
+    uint64_t vpage;                     /* virtual page number */
+    uint64_t ppage;                     /* physical page number */
+    uint64_t gen;                       /* the vCPU's generation it was made in; 0: never */
+};
+
+#define PAGE_SHIFT 12
+#define XLATE_SLOTS 4096
 
 /* HITM and invalidations of one physical data line in the window. */
 struct linestat {
@@ -69,6 +85,12 @@ int models_init(const struct model_options *o, int slots, int n, uint64_t l1d_se
         return -1;
     if (opt.coherence && coherence_init(&coh, n_slots, l1d_sets, l1d_assoc))
         return -1;
+    for (int c = 0; opt.coherence && c < n_slots; c++) {
+        vcpus[c].xlate = calloc(XLATE_SLOTS, sizeof(struct xlate));
+        vcpus[c].xlate_gen = 1;
+        if (!vcpus[c].xlate)
+            return -1;
+    }
     lines_cap = 4096;
     lines = calloc(lines_cap, sizeof(*lines));
     return lines ? 0 : -1;
@@ -198,6 +220,30 @@ static struct linestat *line_lookup(uint64_t pline, uint64_t vline)
     lines[s].vline = vline;
     lines_used++;
     return &lines[s];
+}
+
+uint64_t models_phys(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr)
+{
+    if ((int)vcpu >= n_slots)
+        return ~0ULL;
+    struct vcpu_state *v = &vcpus[vcpu];
+    uint64_t vpage = vaddr >> PAGE_SHIFT, offset = vaddr & ((1ULL << PAGE_SHIFT) - 1);
+    struct xlate *x = &v->xlate[vpage & (XLATE_SLOTS - 1)];
+    if (x->gen == v->xlate_gen && x->vpage == vpage)
+        return x->ppage << PAGE_SHIFT | offset;
+    struct qemu_plugin_hwaddr *hw = qemu_plugin_get_hwaddr(info, vaddr);
+    if (!hw || qemu_plugin_hwaddr_is_io(hw))
+        return ~0ULL;
+    uint64_t pa = qemu_plugin_hwaddr_phys_addr(hw);
+    *x = (struct xlate){vpage, pa >> PAGE_SHIFT, v->xlate_gen};
+    return pa;
+}
+
+void models_flush_tlb(unsigned int vcpu, void *udata)
+{
+    (void)udata;
+    if ((int)vcpu < n_slots)
+        vcpus[vcpu].xlate_gen++;
 }
 
 int models_data_line(unsigned int vcpu, uint64_t pline, uint64_t vline, int write, const struct tbmodel *m)

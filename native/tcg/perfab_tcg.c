@@ -313,15 +313,6 @@ static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr
     misses[L1D][p] += missed;
 }
 
-/* Physical address of `vaddr`, accessed as `info`; ~0 for I/O or when QEMU cannot say. */
-static uint64_t phys_of(qemu_plugin_meminfo_t info, uint64_t vaddr)
-{
-    struct qemu_plugin_hwaddr *hw = qemu_plugin_get_hwaddr(info, vaddr);
-    if (!hw || qemu_plugin_hwaddr_is_io(hw))
-        return ~0ULL;
-    return qemu_plugin_hwaddr_phys_addr(hw);
-}
-
 /* coherence=on: the data access goes through the vCPU's private L1d by physical line. */
 static void on_mem_coherent(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata)
 {
@@ -330,12 +321,12 @@ static void on_mem_coherent(unsigned int vcpu, qemu_plugin_meminfo_t info, uint6
     const struct tbmodel *m = udata;
     unsigned shift = caches[L1D].line_shift;
     uint64_t size = 1ULL << qemu_plugin_mem_size_shift(info);
-    uint64_t pa = phys_of(info, vaddr);
+    uint64_t pa = models_phys(vcpu, info, vaddr);
     if (pa == ~0ULL)
         return;
     int write = qemu_plugin_mem_is_store(info), missed = 0;
     for (uint64_t v = vaddr & ~(caches[L1D].line - 1); v < vaddr + size; v += caches[L1D].line) {
-        uint64_t p = v <= vaddr ? pa : (v >> 12 == vaddr >> 12 ? pa + (v - vaddr) : phys_of(info, v));
+        uint64_t p = v <= vaddr ? pa : (v >> 12 == vaddr >> 12 ? pa + (v - vaddr) : models_phys(vcpu, info, v));
         if (p == ~0ULL)
             continue;
         if (models_data_line(vcpu, p >> shift, v, write, m)) {
@@ -377,6 +368,16 @@ static struct tbinfo *describe_tb(struct qemu_plugin_tb *tb, size_t n, int priv)
     return info;
 }
 
+/* coherence=on: the kernel instructions after which remembered translations may be stale. */
+static void mark_tlb_flushes(struct qemu_plugin_tb *tb, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        if (x86_flushes_tlb(qemu_plugin_insn_data(insn), qemu_plugin_insn_size(insn)))
+            qemu_plugin_register_vcpu_insn_exec_cb(insn, models_flush_tlb, QEMU_PLUGIN_CB_NO_REGS, NULL);
+    }
+}
+
 static void mark_markers(struct qemu_plugin_tb *tb, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -407,6 +408,8 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     if (priv == KERNEL) {
         stat = tb_lookup(vaddr);
         qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &stat->insns, n);
+        if (model_opt.coherence)
+            mark_tlb_flushes(tb, n);
     } else {
         mark_markers(tb, n);
     }

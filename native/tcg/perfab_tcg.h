@@ -62,6 +62,12 @@ struct tbmodel *models_describe_tb(struct qemu_plugin_tb *tb, size_t n, int priv
 /* Per-block callback: per-vCPU counts, branch outcomes. */
 void models_on_tb(unsigned int vcpu, void *udata);
 
+/* The physical address of a data access at `vaddr` (~0 for I/O), from the vCPU's remembered translations. */
+uint64_t models_phys(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr);
+
+/* Insn callback before a CR3/CR4 write, INVLPG or INVPCID: forget the vCPU's translations. */
+void models_flush_tlb(unsigned int vcpu, void *udata);
+
 /* vCPU `vcpu` accessed physical line `pline` (virtual line address `vline`); returns 1 on an L1d miss. */
 int models_data_line(unsigned int vcpu, uint64_t pline, uint64_t vline, int write, const struct tbmodel *m);
 

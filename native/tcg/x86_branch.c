@@ -1,4 +1,4 @@
-/* Branch classification of x86-64 instructions: see x86_branch.h. */
+/* Branch classification of x86-64 instructions, and TLB-dropping ones: see x86_branch.h. */
 #include "x86_branch.h"
 
 static int is_prefix(uint8_t b)
@@ -59,4 +59,21 @@ enum branch_kind x86_classify(const uint8_t *bytes, size_t len, uint64_t vaddr, 
         info->target = vaddr;
     }
     return info->kind;
+}
+
+int x86_flushes_tlb(const uint8_t *bytes, size_t len)
+{
+    size_t i = 0;
+    int opsize = 0;
+    for (; i < len && is_prefix(bytes[i]); i++)
+        opsize |= bytes[i] == 0x66;
+    if (i + 2 >= len || bytes[i] != 0x0f)                   /* 0F, the opcode and one byte more */
+        return 0;
+    uint8_t op = bytes[i + 1], next = bytes[i + 2];
+    unsigned mod = next >> 6, reg = (next >> 3) & 7;
+    if (op == 0x22)                                         /* mov to CRn: CR3 or CR4 */
+        return reg == 3 || reg == 4;
+    if (op == 0x01)                                         /* INVLPG m (/7 with mod 3: SWAPGS, RDTSCP) */
+        return reg == 7 && mod != 3;
+    return opsize && op == 0x38 && next == 0x82;            /* INVPCID */
 }

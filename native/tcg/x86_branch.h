@@ -13,6 +13,8 @@
  * not branches in this sense.
  *
  * 64-bit code only: 0x40..0x4f are REX prefixes.
+ *
+ * Also here: which instructions drop TLB entries (x86_flushes_tlb).
  */
 #ifndef PERFAB_X86_BRANCH_H
 #define PERFAB_X86_BRANCH_H
@@ -36,5 +38,9 @@ struct branch_info {
 
 /* Classify the `len` bytes of the instruction at `vaddr`; returns info.kind. */
 enum branch_kind x86_classify(const uint8_t *bytes, size_t len, uint64_t vaddr, struct branch_info *info);
+
+/* 1 when the instruction can drop cached address translations: a move to CR3 or CR4, INVLPG or INVPCID
+ * (the events after which x86 promises no stale TLB entry; see the coherence model's translation cache). */
+int x86_flushes_tlb(const uint8_t *bytes, size_t len);
 
 #endif

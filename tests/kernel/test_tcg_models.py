@@ -25,19 +25,32 @@ DRIVER = r"""
 #include "predictor.h"
 #include "coherence.h"
 
-static void decode(const char *name, const char *hex)
+static size_t bytes(const char *hex, unsigned char *b, size_t cap)
 {
-    unsigned char b[16];
     size_t n = 0;
-    for (const char *p = hex; *p && n < sizeof b; p += 2) {
+    for (const char *p = hex; *p && n < cap; p += 2) {
         while (*p == ' ')
             p++;
         sscanf(p, "%2hhx", &b[n++]);
     }
+    return n;
+}
+
+static void decode(const char *name, const char *hex)
+{
+    unsigned char b[16];
+    size_t n = bytes(hex, b, sizeof b);
     struct branch_info bi;
     x86_classify(b, n, 0x1000, &bi);
     printf("decode %s %d %#llx %#llx\n", name, bi.kind, (unsigned long long)bi.target,
            (unsigned long long)bi.fallthrough);
+}
+
+static void flushes(const char *name, const char *hex)
+{
+    unsigned char b[16];
+    size_t n = bytes(hex, b, sizeof b);
+    printf("flush %s %d\n", name, x86_flushes_tlb(b, n));
 }
 
 static struct predictor pred;
@@ -115,6 +128,15 @@ int main(void)
     decode("nopw", "66 0f 1f 44 00 00");
     decode("cut_jnz32", "0f 85 10");
     decode("cut_jz8", "74");
+    flushes("mov_cr3", "0f 22 d8");
+    flushes("mov_cr4", "0f 22 e7");
+    flushes("mov_cr0", "0f 22 c0");
+    flushes("read_cr3", "0f 20 d8");
+    flushes("invlpg", "0f 01 3f");
+    flushes("swapgs", "0f 01 f8");
+    flushes("rdtscp", "0f 01 f9");
+    flushes("invpcid", "66 0f 38 82 08");
+    flushes("movbe", "0f 38 f0 07");
 
     conditional("always", 100, always);
     conditional("never", 100, never);
@@ -203,6 +225,13 @@ def test_global_history_learns_regular_patterns(results):
 def test_target_buffer_misses_every_switch_of_target(results):
     assert results["ind same"] == ["1"]  # the empty buffer predicts 0
     assert results["ind alternate"] == ["100"]
+
+
+@pytest.mark.parametrize("name, drops", [("mov_cr3", "1"), ("mov_cr4", "1"), ("invlpg", "1"), ("invpcid", "1"),
+                                         ("mov_cr0", "0"), ("read_cr3", "0"), ("swapgs", "0"), ("rdtscp", "0"),
+                                         ("movbe", "0")])
+def test_cr3_cr4_writes_invlpg_and_invpcid_drop_translations(results, name, drops):
+    assert results[f"flush {name}"] == [drops]
 
 
 @pytest.mark.parametrize("name, hitm, inval, miss, state0, state1", [
