@@ -154,8 +154,7 @@ SERVICE = {m.name: m for m in (
     _m("service_writes_per_req", "Server writes/req", "count", "lower", True, "service"),
 )}
 
-# Counts of a simulated CPU (valgrind's caches and branch predictor; a guest's TCG plugin, split :u/:k, which
-# also counts coherence between vCPUs: HITM, transfers of a line modified by another vCPU, and invalidations).
+# Counts of a simulated CPU (valgrind's caches and branch predictor; a guest's TCG plugin, split :u/:k).
 SIMULATED = {m.name: m for m in (
     _m("instructions", "instructions", "count", "lower", True),
     _m("I1 misses", "I1 misses", "count", "lower", True),
@@ -167,6 +166,11 @@ SIMULATED = {m.name: m for m in (
     _m("branch mispredicts", "branch mispredicts", "count", "lower", True),
     _m("indirect branches", "indirect branches", "count", "lower", True),
     _m("indirect mispredicts", "indirect mispredicts", "count", "lower", True),
+)}
+
+# Counts of a guest's coherence model (TCG plugin, split :u/:k): HITM, misses that found the line modified in
+# another vCPU, and invalidations of other vCPUs' copies.
+COHERENCE = {m.name: m for m in (
     _m("HITM", "HITM", "count", "lower", True),
     _m("invalidations", "invalidations", "count", "lower", True),
 )}
@@ -191,8 +195,9 @@ def _catalogued(name: str, simulated: bool) -> Metric:
     for table in (RUSAGE, SERVICE, GUEST_CLOCKS):
         if name in table:
             return table[name]
-    if simulated and base in SIMULATED:
-        return replace(SIMULATED[base], name=name, label=name)
+    for table in (SIMULATED, COHERENCE) if simulated else ():
+        if base in table:
+            return replace(table[base], name=name, label=name)
     if name.startswith("interrupts."):
         return _m(name, name, "count", "lower" if name.removeprefix("interrupts.") in INTERRUPT_COSTS else None,
                   origin="machine")
