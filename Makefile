@@ -155,13 +155,13 @@ $(NATIVE_STAMP): $(STAMP) $(wildcard native/src/*.rs) native/Cargo.toml native/C
 	$(PY) -m pip install -q ./native
 	touch $@
 
-# The QEMU TCG plugin counting guest instructions and simulated cache misses
+# The QEMU TCG plugin counting guest instructions, simulated cache misses, branches and coherence
 # between the workload's markers (see native/tcg/perfab_tcg.c for its arguments).
 tcg-plugin: build/perfab_tcg.so
 
-build/perfab_tcg.so: native/tcg/perfab_tcg.c native/tcg/qemu_plugin_api.h
+build/perfab_tcg.so: $(wildcard native/tcg/*.c native/tcg/*.h)
 	mkdir -p build
-	$(CC) -shared -fPIC -O2 -fvisibility=hidden -Wall -Wextra -o $@ native/tcg/perfab_tcg.c
+	$(CC) -shared -fPIC -O2 -fvisibility=hidden -Wall -Wextra -o $@ $(wildcard native/tcg/*.c)
 
 clean:
 	rm -rf build $(VENV) .perfab

@@ -168,6 +168,13 @@ SIMULATED = {m.name: m for m in (
     _m("indirect mispredicts", "indirect mispredicts", "count", "lower", True),
 )}
 
+# Counts of a guest's coherence model (TCG plugin, split :u/:k): HITM, misses that found the line modified in
+# another vCPU, and invalidations of other vCPUs' copies.
+COHERENCE = {m.name: m for m in (
+    _m("HITM", "HITM", "count", "lower", True),
+    _m("invalidations", "invalidations", "count", "lower", True),
+)}
+
 # A guest's clocks: the emulated machine's and the host's around the guest.
 GUEST_CLOCKS = {m.name: m for m in (
     _m("emulated_wall_s", "emulated_wall_s", "s", "lower"),
@@ -188,8 +195,9 @@ def _catalogued(name: str, simulated: bool) -> Metric:
     for table in (RUSAGE, SERVICE, GUEST_CLOCKS):
         if name in table:
             return table[name]
-    if simulated and base in SIMULATED:
-        return replace(SIMULATED[base], name=name, label=name)
+    for table in (SIMULATED, COHERENCE) if simulated else ():
+        if base in table:
+            return replace(table[base], name=name, label=name)
     if name.startswith("interrupts."):
         return _m(name, name, "count", "lower" if name.removeprefix("interrupts.") in INTERRUPT_COSTS else None,
                   origin="machine")

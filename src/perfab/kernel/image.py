@@ -8,8 +8,8 @@ name.
 ``direct_image`` turns a bzImage into the vmlinux inside it when the kernel
 can be entered directly (CONFIG_PVH): under TCG the bzImage's own
 decompressor runs emulated and costs seconds at every boot.  The guest's
-text symbols (``/proc/kallsyms``, fixed addresses under ``nokaslr``) are
-kept per kernel so a guest sends them once.
+text and data symbols (``/proc/kallsyms``, fixed addresses under
+``nokaslr``) are kept per kernel so a guest sends them once.
 """
 
 from __future__ import annotations
@@ -172,11 +172,11 @@ def _has_pvh_note(elf: bytes) -> bool:
 
 
 def kallsyms_path(kernel: str, cache: Path) -> Path:
-    return cache / f"kallsyms-{hashlib.sha256(Path(kernel).read_bytes()).hexdigest()[:20]}.txt"
+    return cache / f"kallsyms-data-{hashlib.sha256(Path(kernel).read_bytes()).hexdigest()[:20]}.txt"
 
 
 def cached_kallsyms(kernel: str, cache: Path) -> bytes | None:
-    """The text symbols a guest of this kernel sent before (addresses are fixed: nokaslr)."""
+    """The text and data symbols a guest of this kernel sent before (addresses are fixed: nokaslr)."""
     try:
         return kallsyms_path(kernel, cache).read_bytes()
     except OSError:

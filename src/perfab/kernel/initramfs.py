@@ -6,13 +6,15 @@ in Python, uncompressed by default so the guest spends no emulated time
 inflating it.  It holds:
 
 - ``/bin/busybox`` and links for the applets the init script uses;
-- ``/init``, which mounts proc, sys and devtmpfs, snapshots
+- ``/init``, which mounts proc, sys and devtmpfs, brings online the CPUs
+  the boot left offline (a deterministic SMP guest boots with ``maxcpus=1``,
+  see ``perfab.kernel.qemu``), snapshots
   ``/proc/interrupts`` and ``/proc/vmstat``, runs ``perfab-guestrun`` (a
   static C launcher, ``guestrun.c``, that starts the workload's server when
   it has one, executes the plugin's start and stop markers around the
   workload and reads the server's usage), snapshots again, writes the framed
   result to the second serial port (``/dev/ttyS1`` in raw mode) and powers
-  off; on request it also sends the kernel's text symbols from
+  off; on request it also sends the kernel's text and data symbols from
   ``/proc/kallsyms`` (Debian ships a placeholder System.map);
 - the request (argv, env, cwd, the server's) under ``/.perfab/req`` and the
   launcher under ``/.perfab/bin``;
@@ -89,6 +91,7 @@ mount -t tmpfs out {OUT_DIR}
 R={OUT_DIR}
 Q={REQ_DIR}
 echo "perfab: init reached" > /dev/console
+for c in /sys/devices/system/cpu/cpu*/online; do [ -f $c ] && [ "$(cat $c)" = 0 ] && echo 1 > $c; done
 fail() {{ echo "$1" > $R/error; echo "perfab: $1" > /dev/console; }}
 [ -f $Q/modules ] && while read -r m; do insmod {MODULE_DIR}/$m 2>>$R/insmod.log; done < $Q/modules
 hostroot() {{
@@ -125,7 +128,7 @@ cat /proc/vmstat > $R/vm1
 [ -f $R/status ] || [ -f $R/error ] || echo "status launcher-$rc" > $R/status
 [ -f $R/service.log ] && tail -c {SERVICE_LOG_BYTES} $R/service.log > $R/service.tail && cp $R/service.tail $R/service.log
 echo "perfab: workload done" > /dev/console
-[ -f $Q/kallsyms ] && grep ' [tTwW] ' /proc/kallsyms > $R/kallsyms
+[ -f $Q/kallsyms ] && grep ' [tTwWdDbBrRvV] ' /proc/kallsyms > $R/kallsyms
 exec 3<>{RESULT_TTY}
 stty -F {RESULT_TTY} raw -echo -opost
 for f in {" ".join(SECTIONS)}; do
@@ -160,7 +163,7 @@ class Workload:
     cwd: str = "/"  # working directory inside the guest (created if absent)
     env: tuple[tuple[str, str], ...] = ()  # the workload's whole environment
     files: tuple[str, ...] = ()  # extra host files or directories, copied at their absolute paths
-    kallsyms: bool = False  # also send back the guest kernel's text symbols (/proc/kallsyms)
+    kallsyms: bool = False  # also send back the guest kernel's text and data symbols (/proc/kallsyms)
     service: Service | None = None  # a server started in the guest before the workload
     root: str = "initramfs"  # "initramfs": the needed files copied in; "host": this machine's root over 9p
     maps: tuple[tuple[str, str], ...] = ()  # (host directory, guest directory): shown at the guest path

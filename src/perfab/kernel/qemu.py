@@ -15,13 +15,14 @@ serialised.  ``deterministic=True`` (the default) also removes what varies
 between identical boots: the guest's real-time clock follows the virtual
 clock (``-rtc clock=vm`` from a fixed date), user-space address
 randomisation and the per-syscall kernel stack offset are off
-(``norandmaps randomize_kstack_offset=off``) and, with one vCPU, guest time
-follows the instruction count (``-icount shift=0,sleep=off``).  Measured on
-Debian's 6.1 kernel: five identical 1-vCPU boots count exactly the same
-instructions; without icount, kernel counts spread by about 1.5%.  QEMU 7.2
-hangs bringing up a second vCPU under icount, so SMP guests run without it
-and their timer interrupts follow host time.  Under TCG the guest's wall
-time is emulation time, not the CPU's.
+(``norandmaps randomize_kstack_offset=off``) and guest time follows the
+instruction count (``-icount shift=0,sleep=off``).  QEMU 7.2 hangs when a
+kernel brings up its secondary CPUs at boot under icount, but not when they
+are onlined later: an SMP guest boots with ``maxcpus=1`` and its init
+onlines the others through sysfs before the workload.  Measured on Debian's
+6.1 kernel: identical boots count exactly the same instructions, with one
+vCPU or several; without icount, kernel counts spread by about 1.5-2%.
+Under TCG the guest's wall time is emulation time, not the CPU's.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ QEMU = "qemu-system-x86_64"
 PLUGIN_DIR = Path(__file__).resolve().parents[3] / "native" / "tcg"
 BASE_CMDLINE = "console=ttyS0 quiet panic=-1 rdinit=/init nokaslr"  # quiet: a serial console costs emulated time per byte
 DETERMINISTIC_CMDLINE = "norandmaps randomize_kstack_offset=off"
+ONE_CPU_AT_BOOT = "maxcpus=1"  # under icount QEMU 7.2 hangs bringing up CPUs at boot; the init onlines them
 FIXED_RTC = "clock=vm,base=2024-01-01T00:00:00"
 TAIL_LINES = 40
 HOST_ROOT_DEVICE = [  # this machine's / shared read-only over virtio-9p (root = "host"); the guest overlays a tmpfs
@@ -62,6 +64,8 @@ class PluginOptions:
     l1i: str = "32768:8:64"  # L1i size:assoc:line in bytes
     l1d: str = "32768:8:64"  # L1d size:assoc:line in bytes
     ll: str = "8388608:16:64"  # LL size:assoc:line in bytes
+    branch: bool = False  # cachegrind's branch predictor: conditional and indirect branches and misses
+    coherence: bool = False  # private L1d per vCPU with MESI: HITM and invalidations, by symbol and data line
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,7 @@ class BootRequest:
     timeout_s: float = 300.0  # kill the guest past this much host wall time
     kallsyms: bool = False  # also return the guest kernel's text symbols (sent once per kernel, then cached)
     direct: bool = True  # boot the vmlinux inside a bzImage directly (PVH) when the kernel allows
-    deterministic: bool = True  # TCG: fixed RTC, no address/stack randomisation, icount with 1 vCPU
+    deterministic: bool = True  # TCG: fixed RTC, no address/stack randomisation, icount (SMP: maxcpus=1, init onlines)
     cache_dir: str | None = None  # initramfs and helper cache; None: ~/.cache/perfab/kernel
 
 
@@ -153,9 +157,7 @@ def probe_kvm(timeout_s: float = 3.0) -> bool:
 
 def plugin_path(cache: Path | None = None) -> Path:
     """``perfab_tcg.so``, compiled from native/tcg into the cache on first use."""
-    sources = [PLUGIN_DIR / "perfab_tcg.c", PLUGIN_DIR / "qemu_plugin_api.h"]
-    if not all(p.is_file() for p in sources):
-        raise ToolError(f"the TCG plugin's source is missing under {PLUGIN_DIR}: run from a perfab checkout")
+    sources = plugin_sources()
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
     cache = cache or default_cache()
     target = cache / f"perfab_tcg-{digest}.so"
@@ -169,7 +171,8 @@ def plugin_path(cache: Path | None = None) -> Path:
     os.close(fd)
     try:
         proc = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-o", tmp,
-                               str(sources[0])], capture_output=True, text=True, timeout=120)
+                               *(str(p) for p in sources if p.suffix == ".c")],
+                              capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
             raise ToolError(f"cannot build the TCG plugin: {proc.stderr.strip()[:300]}")
         os.replace(tmp, target)
@@ -178,12 +181,24 @@ def plugin_path(cache: Path | None = None) -> Path:
     return target
 
 
+def plugin_sources() -> list[Path]:
+    """The plugin's C sources and headers under native/tcg, in a fixed order."""
+    sources = sorted(PLUGIN_DIR.glob("*.[ch]"))
+    if not any(p.name == "perfab_tcg.c" for p in sources):
+        raise ToolError(f"the TCG plugin's source is missing under {PLUGIN_DIR}: run from a perfab checkout")
+    return sources
+
+
 def _plugin_arg(opts: PluginOptions, out: Path, cache: Path) -> str:
     def esc(s: str) -> str:
         return s.replace(",", ",,")
     parts = [f"file={esc(str(plugin_path(cache)))}", f"out={esc(str(out))}"]
     if opts.cache:
         parts += ["cache=on", f"l1i={opts.l1i}", f"l1d={opts.l1d}", f"ll={opts.ll}"]
+    elif opts.coherence:
+        parts.append(f"l1d={opts.l1d}")
+    parts += ["branch=on"] if opts.branch else []
+    parts += ["coherence=on"] if opts.coherence else []
     return ",".join(parts)
 
 
@@ -235,8 +250,7 @@ def qemu_command(req: BootRequest, accel: str, archive: Path, work: Path, cache:
         cmd += ["-accel", "tcg,thread=single"]
         if req.deterministic:
             cmd += ["-rtc", FIXED_RTC]
-            if req.vcpus == 1:
-                cmd += ["-icount", "shift=0,sleep=off"]
+            cmd += ["-icount", "shift=0,sleep=off"]
     if req.plugin is not None and accel == "tcg":
         cmd += ["-plugin", _plugin_arg(req.plugin, work / "plugin.jsonl", cache)]
     if req.root == "host":
@@ -249,6 +263,8 @@ def kernel_cmdline(req: BootRequest, accel: str) -> str:
     parts = [BASE_CMDLINE]
     if req.deterministic and accel == "tcg":
         parts.append(DETERMINISTIC_CMDLINE)
+        if req.vcpus > 1:
+            parts.append(ONE_CPU_AT_BOOT)
     parts.append(req.cmdline)
     return " ".join(p for p in parts if p)
 
@@ -351,11 +367,16 @@ def _collect(req: BootRequest, work: Path, accel: str, code: int | None, timed_o
     status, wall = guestresult.parse_status(sections.get("status", b""))
     failure = guestresult.failure(sections, status, console, code, timed_out, req.timeout_s,
                                   guestresult.read_text(work / "qemu.stderr"))
+    seen = guestresult.int_or_none(sections.get("cpus", b""))
+    if failure is None and seen is not None and seen < req.vcpus and ONE_CPU_AT_BOOT in kernel_cmdline(req, accel):
+        failure = (f"the guest brought up {seen} of {req.vcpus} vCPUs: a deterministic SMP guest boots with "
+                   f"{ONE_CPU_AT_BOOT} and its init onlines the others through /sys; build the kernel with "
+                   "CONFIG_SYSFS=y and CONFIG_SMP=y")
     return BootResult(
         status=status if failure is None else None,
         stdout=sections.get("stdout", b""), stderr=sections.get("stderr", b""),
         guest_wall_s=wall, host_wall_s=host_wall, to_workload_s=to_workload, accel=accel,
-        vcpus_seen=guestresult.int_or_none(sections.get("cpus", b"")),
+        vcpus_seen=seen,
         failure=failure, console_tail=tail, records=records, kallsyms=sections.get("kallsyms", b""),
         service=guestresult.parse_service(sections.get("service", b"")), service_log=sections.get("service.log", b""),
         deltas={**guestresult.interrupt_deltas(sections.get("irq0", b""), sections.get("irq1", b"")),

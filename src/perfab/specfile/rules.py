@@ -144,18 +144,19 @@ def cpus_with_counters(t: dict, values: dict, at: At) -> None:
 
 
 def backend_keys(t: dict, at: At) -> None:
-    """Each backend's own keys are refused under another backend (unless it borrows them)."""
+    """Each backend's own keys are refused under another backend (unless it borrows or shares them)."""
     backend = key("measure", "backend").value.read(t.get("backend", default("measure", "backend")),
                                                     at.child("backend"))
     perf_counters(backend, t, at)
     keys = keys_by_backend()
-    borrowed = keys[backend].borrows if t.get(keys[backend].borrows_when) is True else ()
+    entry = keys[backend]
+    borrowed = (*entry.shares, *(entry.borrows if t.get(entry.borrows_when) is True else ()))
     for name in t:
         mine = owner(name)
         if mine is None or mine == backend or name in borrowed:
             continue
-        lenders = [b for b, entry in keys.items() if name in entry.borrows]
-        also = "".join(f" (or {b} with {keys[b].borrows_when} = true)" for b in lenders)
+        also = "".join(f" (or {b} with {e.borrows_when} = true)" for b, e in keys.items() if name in e.borrows)
+        also += "".join(f" (or {b})" for b, e in keys.items() if name in e.shares)
         raise at.child(name).fail(f"is read by the {mine} backend{also}, not {backend!r}",
                                   f'set backend = "{mine}"{keys[mine].fix} or remove {name}')
 

@@ -254,6 +254,7 @@ class BackendKeys:
     fix: str = ""  # added to the fix when another backend meets one, e.g. " (with [variant.kernel] sides)"
     borrows: tuple[str, ...] = ()  # another backend's keys this one also reads when ``borrows_when`` is true
     borrows_when: str = ""  # the boolean key of this backend that makes it read ``borrows``
+    shares: tuple[str, ...] = ()  # another backend's keys this one also reads, always (e.g. branch_sim)
 
 
 def keys_by_backend() -> dict[str, BackendKeys]:

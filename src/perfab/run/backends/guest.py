@@ -9,8 +9,15 @@ Under TCG, perfab's plugin counts every guest instruction between the
 workload's start and its end, split user/kernel (``instructions:u``,
 ``instructions:k``), optionally with simulated L1i/L1d/LL misses, and the
 kernel symbols that executed them (stored as the run's profile, percent of
-kernel instructions).  These counts are deterministic and are the rows to
-read; the guest's wall time is emulation time, so it is reported as
+kernel instructions).  ``branch_sim`` adds cachegrind's branch predictor
+(``branches:u``, ``branch mispredicts:k``, the indirect ones apart) and
+``coherence`` a private L1d per vCPU kept coherent by MESI (``HITM:k``,
+``invalidations:u``); their profile rows are each kernel symbol's share of
+the branch mispredictions (``branch-miss% [k] SYM``) and of HITM
+(``HITM% [k] SYM``), and each data line's share of HITM
+(``HITM% line SYM+0xOFF`` or its address).  These counts are deterministic
+(one vCPU or several: guests run under icount) and are the rows to read;
+the guest's wall time is emulation time, so it is reported as
 ``emulated_wall_s`` and judged by rank like any timing.  Under KVM the
 plugin cannot run: wall time (``guest_wall_s``) and the in-guest counters
 are the readings.  ``/proc/interrupts`` rows (``interrupts.<ROW>``) and
@@ -39,13 +46,20 @@ REQUEST, RESULT = "guest-request.json", "guest-result.json"
 LAUNCHER_STDERR = "guest-launcher-stderr"  # the runner writes the launcher's stderr tail here
 DEFAULT_GEOMETRY = {"l1i": "32K,8,64", "l1d": "32K,8,64", "ll": "8M,16,64"}
 SIMULATION_NOTE = ("counts from perfab's QEMU TCG plugin over the workload's window: instructions and simulated "
-                   "caches of the emulated CPU, not of real hardware")
+                   "caches, branches and coherence of the emulated CPU, not of real hardware")
 _COUNTS = {  # the launcher's count -> metric name
     "insns_user": "instructions:u", "insns_kernel": "instructions:k",
     "l1i_misses_user": "I1 misses:u", "l1i_misses_kernel": "I1 misses:k",
     "l1d_misses_user": "D1 misses:u", "l1d_misses_kernel": "D1 misses:k",
     "ll_misses_user": "LL misses:u", "ll_misses_kernel": "LL misses:k",
+    "hitm_user": "HITM:u", "hitm_kernel": "HITM:k",
+    "invalidations_user": "invalidations:u", "invalidations_kernel": "invalidations:k",
 }
+_BRANCHES = {  # metric base -> the launcher's counts summed (cachegrind's events, as the cachegrind backend does)
+    "branches": ("bc", "bi"), "branch mispredicts": ("bcm", "bim"),
+    "indirect branches": ("bi",), "indirect mispredicts": ("bim",),
+}
+_PRIV = {"user": "u", "kernel": "k"}
 
 
 class GuestBackend(Declares):
@@ -71,7 +85,11 @@ class GuestBackend(Declares):
         Key("cache_sim", Bool(), False,
             "guest backend under TCG: simulate L1i, L1d and LL (geometry from l1i, l1d, ll, else 32K,8,64 / "
             "32K,8,64 / 8M,16,64), split user/kernel."),
-    ), fix=" (with [variant.kernel] sides)", borrows=("l1i", "l1d", "ll"), borrows_when="cache_sim")
+        Key("coherence", Bool(), False,
+            "guest backend under TCG: a private L1d per vCPU kept coherent by MESI: HITM (transfers of a line "
+            "modified by another vCPU) and invalidations, split user/kernel, by kernel symbol and by data line."),
+    ), fix=" (with [variant.kernel] sides)", borrows=("l1i", "l1d", "ll"), borrows_when="cache_sim",
+        shares=("branch_sim",))
     required = ()
     wraps_workload = True  # the executed command is the launcher: wait4's rusage is QEMU's
     own_interrupts = True  # measure.interrupts are read inside the guest
@@ -94,7 +112,8 @@ class GuestBackend(Declares):
     def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
         """A booted kernel per run, counted by the TCG plugin over the whole guest."""
         return ("each run boots its side's kernel under QEMU; under TCG perfab's plugin counts the whole guest "
-                "over the workload (instructions and simulated caches, :u user, :k kernel), wall time is emulated")
+                "over the workload (instructions, simulated caches, branches and coherence, :u user, :k kernel), "
+                "wall time is emulated")
 
     def __init__(self, measure: Measure, cache_root: Path = Path(".perfab/kernel")):
         self.measure, self.cache_root = measure, cache_root
@@ -194,7 +213,8 @@ class GuestBackend(Declares):
                            launcher_exit(Path(scratch) / LAUNCHER_STDERR, status))
 
     def metric_info(self) -> dict[str, Metric]:
-        names = (*_COUNTS.values(), "I1 MPKI:u", "I1 MPKI:k", *GUEST_CLOCKS,
+        branches = (f"{base}:{p}" for base in _BRANCHES for p in _PRIV.values()) if self.measure.branch_sim else ()
+        names = (*_COUNTS.values(), "I1 MPKI:u", "I1 MPKI:k", *branches, *GUEST_CLOCKS,
                  *(f"interrupts.{r}" for r in self.measure.interrupts),
                  *(f"vmstat.{r}" for r in self.measure.vmstat))
         return {name: resolve(name, simulated=True, origin="backend") for name in names}
@@ -203,10 +223,11 @@ class GuestBackend(Declares):
         """What the TCG plugin is asked to count (None under KVM, where no plugin runs)."""
         if self.accel != "tcg":
             return None
-        if not self.measure.cache_sim:
-            return {"cache": False}
+        models = {"branch": self.measure.branch_sim, "coherence": self.measure.coherence}
         levels = {key: getattr(self.measure, key) or DEFAULT_GEOMETRY[key] for key in DEFAULT_GEOMETRY}
-        return {"cache": True, **{key: _plugin_geometry(key, text) for key, text in levels.items()}}
+        if not self.measure.cache_sim:
+            return {"cache": False, "l1d": _plugin_geometry("l1d", DEFAULT_GEOMETRY["l1d"]), **models}
+        return {"cache": True, **{key: _plugin_geometry(key, text) for key, text in levels.items()}, **models}
 
 
 def _plugin_geometry(key: str, text: str) -> str:
@@ -326,7 +347,8 @@ def read_result(path: Path, interrupts: tuple[str, ...] = (), vmstat: tuple[str,
         return Measurement({}, notes=tuple(notes), failure=missing)
     counts = result.get("counts") or {}
     return Measurement(_metrics(result, accel, interrupts, vmstat), notes=tuple(notes),
-                       profile=_profile(result.get("symbols") or {}, counts.get("insns_kernel") or 0),
+                       profile={**_profile(result.get("symbols") or {}, counts.get("insns_kernel") or 0),
+                                **_model_profile(result)},
                        service=result.get("service") or {})
 
 
@@ -350,6 +372,10 @@ def _metrics(result: dict, accel: str, interrupts: tuple[str, ...], vmstat: tupl
         misses, insns = metrics.get(f"I1 misses:{mode}"), metrics.get(f"instructions:{mode}")
         if misses is not None and insns:
             metrics[f"I1 MPKI:{mode}"] = 1000.0 * misses / insns
+    for priv, p in _PRIV.items():
+        if f"bc_{priv}" in counts:  # the branch model ran
+            metrics.update({f"{base}:{p}": float(sum(counts[f"{e}_{priv}"] for e in events))
+                            for base, events in _BRANCHES.items()})
     wall = result.get("guest_wall_s")
     if wall is not None:
         metrics["emulated_wall_s" if accel == "tcg" else "guest_wall_s"] = float(wall)
@@ -364,3 +390,17 @@ def _profile(symbols: dict, kernel_insns: float) -> dict[str, float]:
     if not kernel_insns:
         return {}
     return {f"[k] {name}": 100.0 * insns / kernel_insns for name, insns, *_ in symbols.get("by_insns", [])}
+
+
+def _model_profile(result: dict) -> dict[str, float]:
+    """Each kernel symbol's share of the branch mispredictions and of HITM:k, and each data line's share of all
+    HITM, in percent (the models' rows of the run's profile)."""
+    counts, symbols = result.get("counts") or {}, result.get("symbols") or {}
+    misses = counts.get("bcm_kernel", 0) + counts.get("bim_kernel", 0)
+    hitm_k = counts.get("hitm_kernel", 0)
+    hitm = hitm_k + counts.get("hitm_user", 0)
+    rows = [*((f"branch-miss% [k] {n}", bcm + bim, misses)
+              for n, _, bcm, _, bim in symbols.get("by_branch_misses", [])),
+            *((f"HITM% [k] {n}", h, hitm_k) for n, h, _ in symbols.get("by_hitm", [])),
+            *((f"HITM% line {d['line']}", d["hitm"], hitm) for d in result.get("hitm_lines") or [])]
+    return {key: 100.0 * part / whole for key, part, whole in rows if part and whole}
