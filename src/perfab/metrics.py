@@ -152,7 +152,12 @@ SERVICE = {m.name: m for m in (
     _m("service_writes", "Server write calls", "count", "lower", True, "service"),
     _m("service_reads_per_req", "Server reads/req", "count", "lower", True, "service"),
     _m("service_writes_per_req", "Server writes/req", "count", "lower", True, "service"),
+    _m("service_insns_u_per_req", "Server instructions:u/req", "count", "lower", True, "service"),
+    _m("service_insns_k_per_req", "Server instructions:k/req", "count", "lower", True, "service"),
 )}
+# A guest's server pinned to vCPUs (service.cpus): what those vCPUs ran, and its per-request row.
+SERVER_PER_REQUEST = {"service.instructions:u": "service_insns_u_per_req",
+                      "service.instructions:k": "service_insns_k_per_req"}
 
 # Counts of a simulated CPU (valgrind's caches and branch predictor; a guest's TCG plugin, split :u/:k).
 SIMULATED = {m.name: m for m in (

@@ -1,7 +1,8 @@
 """End to end: what kernel engineers run, inside the guest of each side (Debian's prebuilt 6.1 kernel).
 
 - a server and its load generator in the guest: nginx and ab over the
-  guest's own loopback, the server's usage per request as rows;
+  guest's own loopback, the server pinned to vCPU 1 and ab to vCPU 0, the
+  server's usage and what vCPU 1 ran, per request, as rows;
 - an installed, dynamically linked benchmark run from this machine's root
   filesystem (``root = "host"``) without listing a file: Debian's
   ``perf bench``, with its shared libraries;
@@ -107,6 +108,7 @@ backend = "guest"
 accel = "tcg"
 root = "host"
 memory = 384
+vcpus = 2
 {_sides(IMAGES[-1])}
 [[workload]]
 name = "ab"
@@ -118,10 +120,13 @@ argv = ["{NGINX}", "-c", "{conf}", "-p", "{tmp_path}"]
 port = {PORT}
 ready_timeout = 60
 requests = "complete_requests"
+counters = "cpus"
+cpus = "1"
 """)
     code, plan, err = _run(["plan", str(spec)])
     assert code == 0, err
     assert "in each run's guest" in plan and "inside the guest" in plan and "start service" not in plan, plan
+    assert "pinned to vCPUs 1" in plan, plan
     db = tmp_path / "r.db"
     code, out, err = _run(["run", str(spec), "--db", str(db), "--no-report"])
     assert code == 0, err
@@ -134,6 +139,9 @@ requests = "complete_requests"
         assert 0 < rows["service_cpu_s"][side] < 5, rows["service_cpu_s"]
         assert rows["service_cpu_us_per_req"][side] > 0
         assert rows["instructions:k"][side] > rows["instructions:u"][side] > 0  # loopback TCP is kernel work
+        server, whole = rows["service.instructions:k"][side], rows["instructions:k"][side]
+        assert 0 < server < whole, (server, whole)  # vCPU 1 ran the server: a share of the guest's kernel work
+        assert rows["service_insns_k_per_req"][side] == pytest.approx(server / 300)
 
 
 def test_an_installed_benchmark_runs_from_the_hosts_root_without_listing_its_files(tmp_path):

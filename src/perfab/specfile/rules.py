@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from perfab.errors import SpecError, UsageError
 from perfab.specfile import Experiment, Variant
+from perfab.specfile import checks
 from perfab.specfile.checks import AUTO, PLACEHOLDER
 from perfab.specfile.kinds import At
 from perfab.specfile.schema import MAX_PLAN, RUNS, default, key, keys_by_backend, owner
@@ -260,27 +261,20 @@ def service_in_guest(exp: Experiment, at: At) -> None:
         return
     vcpus = exp.measure.vcpus
     for i, wl in enumerate(exp.workloads):
+        if wl.service is not None and wl.service.counters == "pids":
+            raise At(at.path, f"workload[{i}].service.counters").fail(
+                "a server in the guest is counted by the vCPUs it is pinned to, not by its processes",
+                'set counters = "cpus" and cpus = "1" (with measure.vcpus = 2 or more)')
         if wl.service is None or not wl.service.cpus:
             continue
-        cpus = _cpu_list(wl.service.cpus)
+        cpus = checks.cpu_list(wl.service.cpus)
         where = At(at.path, f"workload[{i}].service.cpus")
-        if cpus is None or max(cpus) >= vcpus:
+        if not cpus or max(cpus) >= vcpus:
             raise where.fail(f"{wl.service.cpus!r} names a vCPU the guest does not have (measure.vcpus = {vcpus})",
                              f"pin the server to vCPUs 0..{vcpus - 1}, or raise measure.vcpus")
         if len(cpus) >= vcpus:
             raise where.fail(f"{wl.service.cpus!r} leaves none of the guest's {vcpus} vCPUs for the workload",
                              "raise measure.vcpus, or pin the server to fewer vCPUs")
-
-
-def _cpu_list(text: str) -> set[int] | None:
-    """The CPUs of ``"1"`` or ``"0-1,3"``; None when the text is not such a list."""
-    out: set[int] = set()
-    for part in text.split(","):
-        lo, _, hi = part.strip().partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()) or int(hi or lo) < int(lo):
-            return None
-        out.update(range(int(lo), int(hi or lo) + 1))
-    return out or None
 
 
 BEFORE: dict[str, tuple[Callable[[dict, At], None], ...]] = {

@@ -97,7 +97,7 @@ class GuestBackend(Declares):
     slows_workload = False  # its wall time is stored as emulated_wall_s and judged as such
     own_readings = True  # the plugin's counts and the in-guest counters
     boots_kernels = True
-    counts_service = None
+    counts_service = "the TCG plugin's per-vCPU counts"  # of the vCPUs service.cpus pins the server to
     runs_service = True  # the workload's server starts in the guest, beside the workload
     stderr_file = LAUNCHER_STDERR  # a launcher that left no result says why on its stderr
     profile_kind = "counted kernel instructions, % per symbol"
@@ -219,6 +219,11 @@ class GuestBackend(Declares):
                  *(f"vmstat.{r}" for r in self.measure.vmstat))
         return {name: resolve(name, simulated=True, origin="backend") for name in names}
 
+    def service_counter(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
+        """Nothing on this machine: the server runs in the guest, pinned to ``service.cpus``, and the
+        launcher's per-vCPU counts say what those vCPUs ran (``GuestSide.collect``)."""
+        return None
+
     def plugin_options(self) -> dict | None:
         """What the TCG plugin is asked to count (None under KVM, where no plugin runs)."""
         if self.accel != "tcg":
@@ -281,10 +286,23 @@ class GuestSide(Declares):
         return doc
 
     def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
-        return self.parent.collect(scratch, group, status)
+        """The launcher's result, and with a server pinned to vCPUs (``service.cpus``) what those vCPUs ran."""
+        got = self.parent.collect(scratch, group, status)
+        cpus = checks.cpu_list((self.service or {}).get("cpus") or "")
+        if not cpus or got.failure or not got.service:
+            return got
+        try:
+            per_vcpu = json.loads((Path(scratch) / RESULT).read_text()).get("per_vcpu") or []
+        except (OSError, ValueError):
+            return got
+        counts = {f"service.instructions:{p}": float(sum(v.get(f"insns_{priv}", 0) for i, v in enumerate(per_vcpu)
+                                                         if i in cpus))
+                  for priv, p in (("user", "u"), ("kernel", "k"))}
+        return replace(got, service={**got.service, "counts": counts})
 
     def metric_info(self) -> dict[str, Metric]:
         return self.parent.metric_info()
+
 
 
 SIDE_DIRS = (("build", "/perfab/build"), ("src", "/perfab/src"))  # a side's build placeholders -> guest paths
