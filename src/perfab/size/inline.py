@@ -180,6 +180,29 @@ def read_inline_index(path: str | Path, threads: int = 0) -> InlineIndex | None:
     return _index_from_columns(data)
 
 
+def read_function_index(path: str | Path, symbols) -> InlineIndex | None:
+    """The inline sites of the chosen functions of the ELF file at ``path``; None when it has no DWARF.
+
+    ``symbols`` are ``.symtab`` indices (the null symbol is 0): the reader
+    walks only the concrete functions whose code holds one of their
+    addresses, in the units ``.debug_aranges`` names for them.  The index's
+    byte counts and sites are those of these functions alone.  Unreadable
+    files raise ``UsageError``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file; give the path of an ELF file")
+    try:
+        data = _native().function_sites(str(path), [int(i) for i in symbols])
+    except ValueError as err:
+        raise UsageError(f"{path}: {err}; give an ELF file built with -g") from None
+    if data is None:
+        return None
+    if data["unit_errors"] and len(data["unit_errors"]) >= data["units"]:
+        raise UsageError(f"{path}: no readable DWARF unit ({data['unit_errors'][0]}); rebuild it with -g")
+    return _index_from_columns(data)
+
+
 def _index_from_columns(data: dict) -> InlineIndex:
     """The index over the reader's columns; its ``InlineSite`` values are built on first use."""
     return InlineIndex(
