@@ -2,13 +2,18 @@
 
 From the symbol tables alone a family is ``new``, ``removed``, had a clone
 appear or vanish (``clone``: ``foo`` became ``foo.isra``), or kept its
-members and changed size (``body``).  With each side's inline index (DWARF
+members and changed size (``body``).  With each side's inline sites (DWARF
 ``DW_TAG_inlined_subroutine`` ranges, ``perfab.size.inline``) the first two
 sharpen: a function that vanished while the new file has inlined copies of
 it was ``inlined`` (into its only caller, or at K sites), and a function that
 appeared while the old file had inlined copies was ``uninlined``.  A body
 change also names what the family's functions now inline, or no longer do,
 so "copy_process +3726" reads "now inlines copy_mm".
+
+The sites are those of the changed families' functions (``diff`` reads no
+others): the copies a function gained or lost when it was inlined or
+uninlined sit in callers that changed with it, and a copy in a function
+that kept its size is not counted.
 """
 
 from __future__ import annotations
@@ -16,8 +21,6 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from perfab.size.families import PREFIXES, FamilyMember, clone_label, family_base
 
@@ -32,41 +35,8 @@ class Cause:
     text: str  # the phrase the report prints, e.g. "inlined into its only caller main"
 
 
-class SiteGroups:
-    """Inline sites grouped by a family base; a group's ``InlineSite`` values are built when asked for.
-
-    Over the reader's columns only the string ids are grouped: ``family_base``
-    runs once per distinct name, and a vmlinux's ~300,000 sites become values
-    only for the families a cause names.
-    """
-
-    def __init__(self, columns, ids: np.ndarray):
-        self.columns = columns  # perfab.size.inline.SiteColumns
-        distinct, inverse = np.unique(ids, return_inverse=True)
-        self.number: dict[str, int] = {}  # family base -> group number
-        codes = np.array([self.number.setdefault(family_base(columns.strings[i]), len(self.number))
-                          for i in distinct.tolist()], dtype=np.int64)
-        code = codes[inverse] if len(ids) else np.zeros(0, dtype=np.int64)
-        self.order = np.argsort(code, kind="stable")  # site positions grouped, DWARF order within a group
-        self.bounds = np.searchsorted(code[self.order], np.arange(len(self.number) + 1))
-
-    def _positions(self, base: str) -> np.ndarray | None:
-        k = self.number.get(base)
-        return None if k is None else self.order[self.bounds[k] : self.bounds[k + 1]]
-
-    def get(self, base: str, default=None):
-        """The sites of family ``base`` in DWARF order, or ``default``."""
-        where = self._positions(base)
-        return default if where is None else self.columns.sites(where)
-
-    def count(self, base: str) -> int:
-        """How many sites family ``base`` has."""
-        where = self._positions(base)
-        return 0 if where is None else len(where)
-
-
-class _Listed(dict):
-    """Sites given as values, grouped by family base (``SiteGroups``' interface)."""
+class _Grouped(dict):
+    """Inline sites grouped by a family base: base -> list of ``InlineSite``."""
 
     def count(self, base: str) -> int:
         """How many sites family ``base`` has."""
@@ -85,14 +55,12 @@ class InlineView:
         """Group an ``InlineIndex`` (None stays None)."""
         if index is None:
             return None
-        if index.columns is not None:
-            return cls(SiteGroups(index.columns, index.columns.callee), SiteGroups(index.columns, index.columns.caller))
         callee: dict[str, list[Any]] = defaultdict(list)
         caller: dict[str, list[Any]] = defaultdict(list)
         for site in index.sites:
             callee[family_base(site.callee)].append(site)
             caller[family_base(site.caller)].append(site)
-        return cls(_Listed(callee), _Listed(caller))
+        return cls(_Grouped(callee), _Grouped(caller))
 
 
 def explain(base: str, members: list[FamilyMember], old: InlineView | None, new: InlineView | None) -> Cause:

@@ -2,7 +2,9 @@
 
 The compiled reader ``perfab_native.inline_sites`` walks the DWARF of an ELF
 file (DWARF 4 and 5, compressed sections, vmlinux) and returns every concrete
-function and every ``DW_TAG_inlined_subroutine`` as packed columns.  Each
+function and every ``DW_TAG_inlined_subroutine`` as packed columns;
+``function_sites`` does the same for chosen functions only (the size diff's
+changed ones), reading no other part of the DWARF.  Each
 code byte belongs to its innermost inline site: a site's exclusive bytes are
 its address ranges minus its children's, its inclusive bytes are all of its
 ranges.  This module keeps those columns, builds ``InlineSite`` values only
