@@ -16,6 +16,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use gimli::constants as dw;
+use gimli::Reader;
 
 use crate::collect::{context, merge, unit_error, Columns};
 use crate::load::{load, Mapped};
@@ -165,50 +166,148 @@ fn walk_chosen(ctx: &Ctx<'_>, index: usize, wanted: &[u64]) -> gimli::Result<CuO
     Ok(w.finish())
 }
 
+/// How the scan passes over the DIEs of one abbreviation (worked out once per unit and code).
+#[derive(Clone, Copy)]
+enum Pass {
+    /// No children, and attributes of this many bytes in all: stepped over unread.
+    Over(usize),
+    /// Children, and a 4-byte `DW_AT_sibling` after this many bytes of attributes: jumped over.
+    Jump(usize),
+    /// A unit, namespace or module, a subprogram that may have code, or attributes whose sizes
+    /// vary: read through gimli (`Walker::read_one`).
+    Read,
+}
+
+fn pass_of(abbrev: &gimli::Abbreviation, header: &gimli::UnitHeader<R<'_>>) -> Pass {
+    match abbrev.tag() {
+        dw::DW_TAG_compile_unit
+        | dw::DW_TAG_partial_unit
+        | dw::DW_TAG_namespace
+        | dw::DW_TAG_module => return Pass::Read,
+        dw::DW_TAG_subprogram if may_have_code(abbrev) => return Pass::Read,
+        _ => {}
+    }
+    let mut bytes = 0;
+    for spec in abbrev.attributes() {
+        if abbrev.has_children() && spec.name() == dw::DW_AT_sibling {
+            return if spec.form() == dw::DW_FORM_ref4 {
+                Pass::Jump(bytes)
+            } else {
+                Pass::Read
+            };
+        }
+        match spec.size(header) {
+            Some(n) => bytes += n,
+            None => return Pass::Read,
+        }
+    }
+    if abbrev.has_children() {
+        Pass::Read
+    } else {
+        Pass::Over(bytes)
+    }
+}
+
+/// Abbreviation codes up to this get their `Pass` remembered (gcc numbers them from 1 up).
+const PASSES: u64 = 1 << 16;
+
 impl<'a> Walker<'_, 'a> {
     /// Walk the subtrees of the subprograms whose code holds one of
     /// `wanted` (sorted); pass over every other DIE.  The children of the
     /// unit, of namespaces and of modules are looked at; other subtrees are
-    /// skipped whole, through `DW_AT_sibling` where the DIE has one.
+    /// skipped whole, through `DW_AT_sibling` where the DIE has one.  Most
+    /// DIEs are types and declarations: their bytes are stepped over by the
+    /// sizes their abbreviation fixes (`Pass`), without decoding them.
     fn walk_chosen(&mut self, wanted: &[u64]) -> gimli::Result<()> {
-        let unit = self.unit;
-        let mut raw = unit.entries_raw(None)?;
-        while !raw.is_empty() {
-            let offset = raw.next_offset();
-            let Some(abbrev) = raw.read_abbreviation()? else {
-                continue;
+        let header = &self.unit.header;
+        let base = header.header_size();
+        let entries = header.range_from(gimli::UnitOffset(base)..)?;
+        let (data, end) = (entries.slice(), base + entries.len());
+        let mut passes: Vec<Option<Pass>> = Vec::new();
+        let mut at = base; // unit offset of the next DIE
+        while at < end {
+            let mut input = R::new(&data[at - base..], entries.endian());
+            let code = input.read_uleb128()?;
+            let attrs = end - input.len(); // where its attributes start
+            let pass = match code {
+                0 => Pass::Over(0), // a null entry: the end of some DIE's children
+                c if c < PASSES => self.pass(&mut passes, c)?,
+                _ => Pass::Read,
             };
-            let next = match abbrev.tag() {
-                dw::DW_TAG_compile_unit
-                | dw::DW_TAG_partial_unit
-                | dw::DW_TAG_namespace
-                | dw::DW_TAG_module => {
-                    raw.skip_attributes(abbrev.attributes())?;
-                    continue;
-                }
-                dw::DW_TAG_subprogram if may_have_code(abbrev) => {
-                    let die = read_die(&mut raw, abbrev)?;
-                    if self.holds(&die, wanted)? {
-                        Some(self.walk(Some(offset))?)
-                    } else {
-                        die.sibling
+            at = match pass {
+                Pass::Over(n) => attrs + n,
+                Pass::Jump(n) => {
+                    input.skip(n)?;
+                    match input.read_u32()? as usize {
+                        to if to > at && to <= end => to,
+                        _ => self.read_one(at, wanted)?,
                     }
                 }
-                _ if abbrev.has_children() => sibling(&mut raw, abbrev)?,
-                _ => {
-                    raw.skip_attributes(abbrev.attributes())?;
-                    continue;
-                }
+                Pass::Read => self.read_one(at, wanted)?,
             };
-            if !abbrev.has_children() {
-                continue;
-            }
-            match next {
-                Some(at) => raw = unit.entries_raw(Some(at))?,
-                None => skip_subtree(&mut raw)?,
-            }
         }
         Ok(())
+    }
+
+    /// The `Pass` of abbreviation `code`, worked out on first use.
+    fn pass(&self, passes: &mut Vec<Option<Pass>>, code: u64) -> gimli::Result<Pass> {
+        let i = code as usize;
+        if let Some(Some(p)) = passes.get(i) {
+            return Ok(*p);
+        }
+        let abbrev = self
+            .unit
+            .abbreviations
+            .get(code)
+            .ok_or(gimli::Error::UnknownAbbreviation(code))?;
+        let p = pass_of(abbrev, &self.unit.header);
+        if passes.len() <= i {
+            passes.resize(i + 1, None);
+        }
+        passes[i] = Some(p);
+        Ok(p)
+    }
+
+    /// Read the DIE at `at` through gimli: walk it if it is a subprogram
+    /// holding a wanted address, else pass over it (into the children of a
+    /// unit, namespace or module).  Returns where the scan goes on.
+    fn read_one(&mut self, at: usize, wanted: &[u64]) -> gimli::Result<usize> {
+        let offset = gimli::UnitOffset(at);
+        let mut raw = self.unit.entries_raw(Some(offset))?;
+        let Some(abbrev) = raw.read_abbreviation()? else {
+            return Ok(raw.next_offset().0);
+        };
+        let next = match abbrev.tag() {
+            dw::DW_TAG_compile_unit
+            | dw::DW_TAG_partial_unit
+            | dw::DW_TAG_namespace
+            | dw::DW_TAG_module => {
+                raw.skip_attributes(abbrev.attributes())?;
+                return Ok(raw.next_offset().0);
+            }
+            dw::DW_TAG_subprogram if may_have_code(abbrev) => {
+                let die = read_die(&mut raw, abbrev)?;
+                if self.holds(&die, wanted)? {
+                    return Ok(self.walk(Some(offset))?.0);
+                }
+                die.sibling
+            }
+            _ if abbrev.has_children() => sibling(&mut raw, abbrev)?,
+            _ => {
+                raw.skip_attributes(abbrev.attributes())?;
+                return Ok(raw.next_offset().0);
+            }
+        };
+        if !abbrev.has_children() {
+            return Ok(raw.next_offset().0);
+        }
+        match next {
+            Some(to) if to > offset => Ok(to.0),
+            _ => {
+                skip_subtree(&mut raw)?;
+                Ok(raw.next_offset().0)
+            }
+        }
     }
 
     /// Whether the DIE's code holds one of `wanted` (sorted).
