@@ -51,11 +51,10 @@ class InlineSite(NamedTuple):
 
 
 class SiteColumns:
-    """One file's inline sites as the reader's packed columns; ``InlineSite`` values built on demand.
+    """One file's inline sites as the reader's packed columns; ``InlineSite`` values built when first asked for.
 
-    A vmlinux has ~300,000 sites: the diff compares them per callee in the
-    compiled reader (``compare_sites``) and builds values only for the sites
-    a cause names.
+    The diff compares two files per callee in the compiled reader
+    (``compare_sites``) without building values; causes group them.
     """
 
     def __init__(self, data: dict):
@@ -68,22 +67,22 @@ class SiteColumns:
         self.parent = _array(data, "site_parent", "<i4")  # enclosing site's position, -1 at top level
         self.rest = {key: _array(data, key) for key in ("site_file", "site_line", "site_exclusive", "site_inclusive", "site_linkage")}
 
-    def sites(self, which=None) -> list[InlineSite]:
-        """The sites at positions ``which`` (all when None), in that order."""
-        pick = (lambda col: col) if which is None else (lambda col: col[which])
-        strings, rest = self.strings, self.rest
-        parent = pick(self.parent)
-        parent_callee = [strings[i] for i in self.callee[np.maximum(parent, 0)].tolist()] if len(parent) else []
+    def sites(self) -> list[InlineSite]:
+        """Every site, in DWARF order (string ids looked up by numpy over an object array, not one by one)."""
+        names, rest = np.array(self.strings, dtype=object), self.rest
+        top = self.parent < 0
+        parent = names[self.callee[np.maximum(self.parent, 0)]] if len(top) else names[:0]
+        parent[top] = None
         return list(map(tuple.__new__, repeat(InlineSite), zip(
-            [strings[i] for i in pick(self.callee).tolist()],
-            [strings[i] for i in pick(self.caller).tolist()],
-            [c if p >= 0 else None for p, c in zip(parent.tolist(), parent_callee)],
-            [strings[i] for i in pick(rest["site_file"]).tolist()],
-            pick(rest["site_line"]).tolist(),
-            pick(rest["site_exclusive"]).tolist(),
-            pick(rest["site_inclusive"]).tolist(),
-            [strings[i] for i in pick(self.symbol).tolist()],
-            [strings[i] for i in pick(rest["site_linkage"]).tolist()],
+            names[self.callee].tolist(),
+            names[self.caller].tolist(),
+            parent.tolist(),
+            names[rest["site_file"]].tolist(),
+            rest["site_line"].tolist(),
+            rest["site_exclusive"].tolist(),
+            rest["site_inclusive"].tolist(),
+            names[self.symbol].tolist(),
+            names[rest["site_linkage"]].tolist(),
         )))
 
 
