@@ -9,6 +9,7 @@
 
 mod chosen;
 mod collect;
+mod hashes;
 mod load;
 mod names;
 mod nm;
@@ -151,6 +152,32 @@ fn sites_of<'a>(d: &Bound<'_, PyDict>, strings: &'a [String]) -> PyResult<Sites<
     Ok(sites)
 }
 
+/// `perfab.size.keys.name_hashes` compiled: the hashes of the NUL-terminated
+/// names at `offsets` (native-endian int64 bytes) in `strtab`.  Returns
+/// `(name, head, odd)` as bytes: two uint64 columns and one of 0/1 bytes,
+/// native-endian, one entry per offset.
+#[pyfunction]
+fn name_hashes(
+    py: Python<'_>,
+    strtab: &[u8],
+    offsets: &[u8],
+    fold_counters: bool,
+    heads: bool,
+) -> PyResult<(PyObject, PyObject, PyObject)> {
+    let offsets: Vec<i64> = offsets
+        .chunks_exact(8)
+        .map(|w| i64::from_ne_bytes(w.try_into().unwrap()))
+        .collect();
+    let h = py.allow_threads(|| hashes::name_hashes(strtab, &offsets, fold_counters, heads));
+    let bytes = |v: &[u64]| -> Vec<u8> { v.iter().flat_map(|x| x.to_ne_bytes()).collect() };
+    let odd: Vec<u8> = h.odd.iter().map(|&b| u8::from(b)).collect();
+    Ok((
+        PyBytes::new_bound(py, &bytes(&h.name)).into_any().unbind(),
+        PyBytes::new_bound(py, &bytes(&h.head)).into_any().unbind(),
+        PyBytes::new_bound(py, &odd).into_any().unbind(),
+    ))
+}
+
 /// Run `read`, turning a panic (a bug met on some corrupt input) into a
 /// one-line error instead of a `PanicException` and a backtrace on stderr.
 pub fn guarded<T>(read: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
@@ -212,6 +239,7 @@ fn perfab_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(function_sites, m)?)?;
     m.add_function(wrap_pyfunction!(nm_diff, m)?)?;
     m.add_function(wrap_pyfunction!(compare_sites, m)?)?;
+    m.add_function(wrap_pyfunction!(name_hashes, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
