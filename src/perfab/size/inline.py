@@ -68,22 +68,24 @@ class SiteColumns:
         self.rest = {key: _array(data, key) for key in ("site_file", "site_line", "site_exclusive", "site_inclusive", "site_linkage")}
 
     def sites(self) -> list[InlineSite]:
-        """Every site, in DWARF order (string ids looked up by numpy over an object array, not one by one)."""
+        """Every site, in DWARF order."""
+        return list(map(tuple.__new__, repeat(InlineSite), zip(*self._fields)))
+
+    def sites_at(self, positions: list[int]) -> list[InlineSite]:
+        """The sites at ``positions``, in that order."""
+        f = self._fields
+        return [InlineSite(f[0][i], f[1][i], f[2][i], f[3][i], f[4][i], f[5][i], f[6][i], f[7][i], f[8][i])
+                for i in positions]
+
+    @cached_property
+    def _fields(self) -> tuple[list, ...]:
+        """``InlineSite``'s fields as one list per field (string ids looked up by numpy over an object array)."""
         names, rest = np.array(self.strings, dtype=object), self.rest
-        top = self.parent < 0
-        parent = names[self.callee[np.maximum(self.parent, 0)]] if len(top) else names[:0]
-        parent[top] = None
-        return list(map(tuple.__new__, repeat(InlineSite), zip(
-            names[self.callee].tolist(),
-            names[self.caller].tolist(),
-            parent.tolist(),
-            names[rest["site_file"]].tolist(),
-            rest["site_line"].tolist(),
-            rest["site_exclusive"].tolist(),
-            rest["site_inclusive"].tolist(),
-            names[self.symbol].tolist(),
-            names[rest["site_linkage"]].tolist(),
-        )))
+        parent = names[self.callee[np.maximum(self.parent, 0)]] if len(self.parent) else names[:0]
+        parent[self.parent < 0] = None
+        return (names[self.callee].tolist(), names[self.caller].tolist(), parent.tolist(),
+                names[rest["site_file"]].tolist(), rest["site_line"].tolist(), rest["site_exclusive"].tolist(),
+                rest["site_inclusive"].tolist(), names[self.symbol].tolist(), names[rest["site_linkage"]].tolist())
 
 
 def _array(data: dict, key: str, dtype: str = "<u4") -> np.ndarray:
