@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def report(files, results, reps: int) -> None:
     print(f"{reps} repetitions per read, alternating; load average {os.getloadavg()[0]:.1f}")
-    print(f"{'file':<28} {'read':<8} {'wall s':>7} {'CPU s':>7} {'peak MB':>8} {'units':>6} {'functions':>9} {'sites':>7}")
+    print(f"{'file':<28} {'read':<8} {'wall s':>7} {'CPU s':>7} {'peak MB':>8} {'units':>6} {'functions':>9} "
+          f"{'sites':>7}")
     for path, _, n in files:
         for mode in MODES:
             runs = results[(path, mode)]
