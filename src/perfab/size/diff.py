@@ -322,7 +322,7 @@ def _inline_indexes(fo: ElfFile, fn: ElfFile, dwarf: bool, chosen: tuple[np.ndar
             indexes.append(None)
             continue
         try:
-            index = reads[f.path].result() if f.has_debug_info else None
+            index = _raised(reads[f.path]) if f.has_debug_info else None
         except ToolError as err:
             return None, None, None, [f"inline causes unavailable: {err}"]
         except UsageError as err:  # damaged DWARF: the symbol diff does not need it, so that side has none
@@ -337,16 +337,35 @@ def _inline_indexes(fo: ElfFile, fn: ElfFile, dwarf: bool, chosen: tuple[np.ndar
 
 
 def _read_both(inline, reads: list[tuple[str, np.ndarray]]) -> dict:
-    """Read each file's chosen functions at once, one thread per file (the compiled reader runs without the GIL).
-    Path -> future of its index."""
-    from concurrent.futures import ThreadPoolExecutor
+    """Read each file's chosen functions at once, the second in a thread of its own (the compiled reader runs
+    without the GIL).  Path -> its index, or the exception reading it raised.  A plain thread: importing
+    ``concurrent.futures`` (and ``logging`` with it) would cost 20 ms."""
+    import threading
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {}
-        for path, chosen in reads:
-            if path not in futures:  # a file diffed against itself is read once
-                futures[path] = pool.submit(inline.read_function_index, path, chosen)
-    return futures
+    results: dict = {}
+
+    def read(path: str, chosen: np.ndarray) -> None:
+        try:
+            results[path] = inline.read_function_index(path, chosen)
+        except Exception as err:  # noqa: BLE001 - handed to the caller, which raises it
+            results[path] = err
+
+    pending = list(dict(reads).items())  # a file diffed against itself is read once
+    threads = [threading.Thread(target=read, args=item) for item in pending[1:]]
+    for t in threads:
+        t.start()
+    if pending:
+        read(*pending[0])
+    for t in threads:
+        t.join()
+    return results
+
+
+def _raised(result):
+    """``result``, raised if it is an exception."""
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
 INFLATION_FACTOR = 100  # compressed DWARF inflates 3-10x in practice; zlib's worst case is about 1000x
