@@ -1,6 +1,6 @@
 """Benchmark ``perfab size`` against the kernel's scripts/bloat-o-meter: wall time and peak memory.
 
-    .venv/bin/python bench/size_symbols_vmlinux.py OLD NEW [--reps 7] [--bloat-o-meter PATH]
+    .venv/bin/python bench/size_symbols_vmlinux.py OLD NEW [--reps 7] [--bloat-o-meter PATH] [--before SRC]
 
 Four commands run on the same pair, alternating in rotating order within
 each repetition so that drift, load and caches hit all of them alike, each
@@ -15,7 +15,11 @@ as a fresh process (interpreter start-up and imports included):
   changed functions only.
 
 Each perfab runs as the installed ``perfab`` does (``perfab.cli:main_entry``),
-with this checkout's ``src`` first on ``PYTHONPATH``.  Each process is
+with this checkout's ``src`` first on ``PYTHONPATH``; ``--before SRC`` adds
+``perfab size OLD NEW`` from another tree's ``src`` (an earlier commit's:
+``mkdir /tmp/before && git archive REV src | tar -x -C /tmp/before``, then
+``--before /tmp/before/src``; it runs with this checkout's compiled
+reader).  Each process is
 reaped with ``wait4``, whose usage gives its CPU time and its peak resident
 set (``ru_maxrss``, the largest of the process and the children it waited
 for: bloat-o-meter's ``nm`` included).  Prints per command the median and
@@ -55,9 +59,10 @@ def find_bloat_o_meter(given: str | None) -> str:
     sys.exit("scripts/bloat-o-meter not found: pass --bloat-o-meter, or run tests/size/test_compat.py once to fetch it")
 
 
-def timed(argv: list[str]) -> tuple[float, float, int, str]:
-    """(wall s, CPU s, peak RSS bytes, stdout) of one run, reaped with wait4; exits on failure."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")])))
+def timed(argv: list[str], src: Path = ROOT / "src") -> tuple[float, float, int, str]:
+    """(wall s, CPU s, peak RSS bytes, stdout) of one run with ``src`` first on PYTHONPATH, reaped with wait4;
+    exits on failure."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")])))
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
@@ -90,8 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=7, help="repetitions of each command (default 7)")
     ap.add_argument("--bloat-o-meter", dest="script", help="path of scripts/bloat-o-meter")
     ap.add_argument("--show", type=int, default=40, help="lines of the explained report to print")
+    ap.add_argument("--before", metavar="SRC", help="also time perfab size with this src tree (an earlier commit)")
     args = ap.parse_args(argv)
     cmds = commands(find_bloat_o_meter(args.script), args.old, args.new)
+    srcs = {name: ROOT / "src" for name in cmds}
+    if args.before:
+        cmds["perfab before"], srcs["perfab before"] = cmds["perfab (DWARF)"], Path(args.before).resolve()
     names = list(cmds)
     runs: dict[str, list[tuple[float, float, int]]] = {n: [] for n in names}
     outputs: dict[str, str] = {}
@@ -99,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     for rep in range(args.reps):
         k = rep % len(names)
         for name in names[k:] + names[:k]:  # rotate who goes first
-            *usage, outputs[name] = timed(cmds[name])
+            *usage, outputs[name] = timed(cmds[name], srcs[name])
             runs[name].append(tuple(usage))
         loads.append(os.getloadavg()[0])
         if outputs["perfab --compat"] != outputs["bloat-o-meter"]:
