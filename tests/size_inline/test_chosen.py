@@ -15,10 +15,14 @@ from collections import Counter
 
 import pytest
 
+from inline_helpers import section_extent, site_keys
 from perfab.errors import UsageError
 from perfab.size.elf import STT_FUNC, read_elf
 from perfab.size.inline import read_function_index, read_inline_index
-from test_read import COMPILERS, DWARF, section_extent, site_keys
+
+
+COMPILERS = ["gcc", "clang"]
+DWARF = ["-gdwarf-4", "-gdwarf-5"]
 
 
 def functions(exe) -> dict[str, int]:
