@@ -95,6 +95,9 @@ def test_rows_whose_verdict_vanishes_or_flips_are_marked_in_every_format(stored)
     layout = {r["metric"]: r["layout"] for r in csv.DictReader(io.StringIO(render(a, "csv")))}
     assert {m: layout[m] for m in MINE} == {"kept": "", "vanish": "layout-sensitive", "flip": "layout-sensitive"}
     assert set(layout.values()) == {"", "layout-sensitive"}  # the rusage rows: not `**`, not marked
+    lkp = {next(t for t in line.split() if t.startswith("w.")): line for line in render(a, "lkp").splitlines()
+           if " w." in line}
+    assert [m for m in MINE if lkp[f"w.{m}"].endswith("[** layout-sensitive]")] == ["vanish", "flip"]
     page = render(a, "html")
     assert "layout-sensitive: ** +5.00% here" in page and "layout-sensitive: ** +10.00% here, ** -10.00%" in page
 

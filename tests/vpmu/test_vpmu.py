@@ -15,7 +15,7 @@ import pytest
 from perfab.errors import SpecError, UsageError
 from perfab.kernel import vpmu
 from perfab.kernel.sides import KernelImage
-from perfab.run.backends.guest import GuestBackend, vpmu_groups
+from perfab.run.backends.guest import LAUNCHER_STDERR, RESULT, GuestBackend, vpmu_groups
 from perfab.specfile import parse_spec
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "perf-guest"
@@ -107,7 +107,8 @@ def test_the_guest_runs_the_workload_inside_perf_stat_with_its_watchdog_off(tmp_
     exp = parse_spec(_spec('backend = "guest"\naccel = "kvm"\nmax_events_per_run = 4\n'
                            f'guest_counters = {ROWS!r}'.replace("'", '"')), "g.toml")
     backend = GuestBackend(exp.measure, tmp_path)
-    backend.kernels = {v.name: KernelImage(Path("/boot/vmlinuz"), None, "img") for v in exp.variants}
+    backend.kernels = {v.name: KernelImage(Path("/boot/vmlinuz"), None, "img", cmdline="pti=off")
+                       for v in exp.variants}  # the side's command line, as resolve_kernel gives it
     backend.accel = "kvm"
     assert len(backend.groups()) == 4
     side = backend.for_side(exp.variants[1], exp.workloads[0])
@@ -115,8 +116,29 @@ def test_the_guest_runs_the_workload_inside_perf_stat_with_its_watchdog_off(tmp_
     assert req["argv"] == [vpmu.PERF, "stat", "-j", "-e", ",".join([*backend.groups()[0], "user_time",
                                                                       "system_time"]), "--", "/bin/true"]
     assert vpmu.PERF in req["files"] and req["cmdline"] == "pti=off nmi_watchdog=0"
-    assert side.stderr_file == "stderr"
+    assert side.stderr_file == LAUNCHER_STDERR  # the runner writes the launcher's stderr tail there
     assert set(backend.metric_info()) >= set(ROWS)
+
+
+def test_a_runs_counts_are_the_guest_perfs_rows_at_the_end_of_the_launchers_stderr(tmp_path):
+    """The launcher's result (recorded under TCG, tests/data/guest-models) and its stderr tail as the runner
+    leaves them in the run's scratch directory: the guest perf's rows join the launcher's readings."""
+    import shutil
+
+    exp = parse_spec(_spec('backend = "guest"\naccel = "kvm"\nmax_events_per_run = 5\n'
+                           f'guest_counters = {list(U_GROUP)!r}'.replace("'", '"')), "g.toml")
+    backend = GuestBackend(exp.measure, tmp_path)
+    backend.kernels = {v.name: KernelImage(Path("/boot/vmlinuz"), None, "img") for v in exp.variants}
+    backend.accel = "kvm"
+    side = backend.for_side(exp.variants[0], exp.workloads[0])
+    shutil.copy(DATA.parent / "guest-models" / "result.json", tmp_path / RESULT)
+    (tmp_path / LAUNCHER_STDERR).write_text(_text("kvm_vpmu_u.stderr"))
+    got = side.collect(tmp_path, U_GROUP, 0)
+    assert got.failure is None and got.metrics["cycles:u"] == 412903311
+    assert got.metrics["emulated_wall_s"] > 0 and got.metrics["HITM:u"] > 0  # the launcher's, kept beside perf's
+    assert "<not supported>" in got.excluded["stalled-cycles-frontend:u"]
+    (tmp_path / LAUNCHER_STDERR).write_text("workload-stderr\n")  # perf printed nothing: the run failed
+    assert "perf stat in the guest printed no counts" in side.collect(tmp_path, U_GROUP, 0).failure
 
 
 def test_guest_counters_under_tcg_are_refused_before_any_run(tmp_path):
