@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from perfab.kernel import qemu
+from perfab.kernel import qemu, tcg
 
 KERNELS = sorted(glob.glob("/boot/vmlinuz-*"))
 pytestmark = pytest.mark.skipif(not KERNELS or not qemu.shutil.which(qemu.QEMU),
@@ -199,22 +199,28 @@ def programs(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def branchy(programs, tmp_path_factory) -> qemu.BootResult:
+def kcache(tmp_path_factory) -> Path:
+    """One helper cache for the module's boots: the first one's guest kallsyms serve the later ones."""
+    return tmp_path_factory.mktemp("kcache")
+
+
+@pytest.fixture(scope="module")
+def branchy(programs, kcache) -> qemu.BootResult:
     req = qemu.BootRequest(kernel=KERNELS[-1], argv=(str(programs / "branchy"), str(N)), accel="tcg",
-                           plugin=qemu.PluginOptions(branch=True), timeout_s=400,
-                           cache_dir=str(tmp_path_factory.mktemp("kcache")))
+                           plugin=qemu.PluginOptions(branch=True), timeout_s=400, kallsyms=True,
+                           cache_dir=str(kcache))
     res = qemu.boot(req)
     assert res.failure is None, res.console_tail
     return res
 
 
 @pytest.fixture(scope="module")
-def share(programs, tmp_path_factory) -> dict:
-    """The coherence boot through the launcher: its result document."""
+def share(programs, branchy, kcache, tmp_path_factory) -> dict:
+    """The coherence boot through the launcher, named by the kallsyms branchy's boot cached: its result."""
     d = tmp_path_factory.mktemp("share")
     req = {"kernel": KERNELS[-1], "argv": [str(programs / "share"), str(WRITES)], "vcpus": 2, "accel": "tcg",
-           "plugin": {"coherence": True}, "cache_dir": str(d / "cache"), "timeout_s": 400,
-           "result": str(d / "out.json")}
+           "plugin": {"coherence": True}, "cache_dir": str(kcache), "timeout_s": 400, "symbols": "guest",
+           "result": str(d / "out.json"), "top": 200}
     (d / "req.json").write_text(json.dumps(req))
     env = {**os.environ, "PYTHONPATH": str(Path(qemu.__file__).parents[2])}
     proc = subprocess.run([sys.executable, "-m", "perfab.kernel.launch", str(d / "req.json")],
@@ -283,6 +289,22 @@ def test_adjacent_words_written_from_two_vcpus_bounce_their_line(share):
     top = share["hitm_lines"][0]
     assert top["line"] == line and top["vaddr"] == int(line, 16) and top["vcpus"] == [0, 1]
     assert abs(top["hitm"] - 2 * WRITES) <= 10
+
+
+def test_per_cpu_data_is_named_by_variable_and_cpu(share, branchy):
+    # the per-CPU bases were read from the running guest: __per_cpu_offset[0..1], in the kernel's direct map
+    symbols = branchy.kallsyms.decode()
+    bases = [int(b, 16) for b in share["percpu_bases"]]
+    assert len(bases) == 2 and bases[0] != bases[1] and all(b >= 0xFFFF888000000000 for b in bases)
+    per_cpu = tcg.percpu_symbols(symbols)
+    assert per_cpu and tcg.percpu_table(tcg.data_symbols(symbols)) is not None
+    size = per_cpu[-1][0]
+    inside = [d for d in share["hitm_lines"] if any(b <= d["vaddr"] < b + size for b in bases)]
+    assert inside, [d["line"] for d in share["hitm_lines"]]  # the tick and the scheduler write per-CPU data
+    for d in inside:
+        cpu = next(i for i, b in enumerate(bases) if b <= d["vaddr"] < b + size)
+        name, _, where = d["line"].rpartition(" ")
+        assert where == f"[cpu{cpu}]" and "+0x" in name, d
 
 
 def test_without_pause_the_vcpus_interleave_per_time_slice_and_hardly_bounce(share):

@@ -177,11 +177,12 @@ def _has_pvh_note(elf: bytes) -> bool:
 
 
 def kallsyms_path(kernel: str, cache: Path) -> Path:
-    return cache / f"kallsyms-data-{hashlib.sha256(Path(kernel).read_bytes()).hexdigest()[:20]}.txt"
+    return cache / f"kallsyms-percpu-{hashlib.sha256(Path(kernel).read_bytes()).hexdigest()[:20]}.txt"
 
 
 def cached_kallsyms(kernel: str, cache: Path) -> bytes | None:
-    """The text and data symbols a guest of this kernel sent before (addresses are fixed: nokaslr)."""
+    """The text, data and per-CPU (absolute, "A") symbols a guest of this kernel sent before (addresses are fixed:
+    nokaslr)."""
     try:
         return kallsyms_path(kernel, cache).read_bytes()
     except OSError:

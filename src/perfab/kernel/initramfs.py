@@ -128,7 +128,7 @@ cat /proc/vmstat > $R/vm1
 [ -f $R/status ] || [ -f $R/error ] || echo "status launcher-$rc" > $R/status
 [ -f $R/service.log ] && tail -c {SERVICE_LOG_BYTES} $R/service.log > $R/service.tail && cp $R/service.tail $R/service.log
 echo "perfab: workload done" > /dev/console
-[ -f $Q/kallsyms ] && grep ' [tTwWdDbBrRvV] ' /proc/kallsyms > $R/kallsyms
+[ -f $Q/kallsyms ] && grep ' [tTwWdDbBrRvVA] ' /proc/kallsyms > $R/kallsyms
 exec 3<>{RESULT_TTY}
 stty -F {RESULT_TTY} raw -echo -opost
 for f in {" ".join(SECTIONS)}; do
@@ -163,7 +163,7 @@ class Workload:
     cwd: str = "/"  # working directory inside the guest (created if absent)
     env: tuple[tuple[str, str], ...] = ()  # the workload's whole environment
     files: tuple[str, ...] = ()  # extra host files or directories, copied at their absolute paths
-    kallsyms: bool = False  # also send back the guest kernel's text and data symbols (/proc/kallsyms)
+    kallsyms: bool = False  # also send back the guest kernel's text, data and per-CPU symbols (/proc/kallsyms)
     service: Service | None = None  # a server started in the guest before the workload
     root: str = "initramfs"  # "initramfs": the needed files copied in; "host": this machine's root over 9p
     maps: tuple[tuple[str, str], ...] = ()  # (host directory, guest directory): shown at the guest path

@@ -44,8 +44,12 @@ Result keys:
                    "by_branch_misses": [[name, bc, bcm, bi, bim], ...] (branch model),
                    "by_hitm": [[name, hitm, invalidations], ...] (coherence model)}
   (summed over windows),
-  hitm_lines [{"line": "symbol+0xOFF" or "0xADDR", "vaddr", "paddr", "hitm", "invalidations", "vcpus"}, ...]
-  (coherence model: the data lines with the most HITM, kernel data named by symbol, summed over windows).
+  hitm_lines [{"line": "symbol+0xOFF", "symbol+0xOFF [cpuN]" or "0xADDR", "vaddr", "paddr", "hitm",
+               "invalidations", "vcpus"}, ...]
+  (coherence model: the data lines with the most HITM, kernel data named by symbol, per-CPU data by symbol
+  and CPU, summed over windows),
+  percpu_bases ["0xADDR", ...] (coherence model with known symbols: each CPU's __per_cpu_offset, read from
+  the running guest over QMP (perfab.kernel.qmp) when the workload starts; [] when not read).
 """
 
 from __future__ import annotations
@@ -54,11 +58,11 @@ import json
 import os
 import signal
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from perfab.errors import PerfabError, UsageError
-from perfab.kernel import initramfs, qemu, tcg
+from perfab.kernel import image, initramfs, qemu, tcg
 from perfab.kernel.tcg import KernelSymbols
 
 GUEST_FAILURE_EXIT = 125
@@ -118,7 +122,8 @@ def result_to_json(res: qemu.BootResult, symbols: KernelSymbols | None, top: int
         "counts": summed_counts(res.records),
         "per_vcpu": summed_per_vcpu(res.records),
         "symbols": _symbols_json(symbols.text, res.records, top) if symbols and res.records else None,
-        "hitm_lines": _lines_json(symbols.data if symbols else [], res.records, top),
+        "hitm_lines": _lines_json(symbols, res, top),
+        "percpu_bases": [f"{b:#x}" for b in res.percpu_bases],
     }
 
 
@@ -177,25 +182,46 @@ def _symbols_json(source: list, windows: tuple[tcg.Window, ...], top: int) -> di
     return body
 
 
-def _lines_json(data: list, windows: tuple[tcg.Window, ...], top: int) -> list[dict]:
-    """The data lines with the most HITM over every window (summed by physical line), named."""
+def _lines_json(symbols: KernelSymbols | None, res: qemu.BootResult, top: int) -> list[dict]:
+    """The data lines with the most HITM over every window (summed by physical line), named (per-CPU data by
+    CPU when the boot read the per-CPU bases)."""
     merged: dict[int, tcg.DataLine] = {}
-    for line in (line for w in windows for line in w.hitm_lines):
+    for line in (line for w in res.records for line in w.hitm_lines):
         seen = merged.get(line.paddr)
         merged[line.paddr] = line if seen is None else tcg.DataLine(
             seen.vaddr, seen.paddr, seen.hitm + line.hitm, seen.invalidations + line.invalidations,
             tuple(sorted(set(seen.vcpus) | set(line.vcpus))))
     ranked = sorted(merged.values(), key=lambda d: (-d.hitm, -d.invalidations, d.paddr))[:top]
-    return [{"line": name, **asdict(line)} for name, line in tcg.name_lines(data, tuple(ranked))]
+    named = tcg.name_lines(symbols.data if symbols else [], tuple(ranked), symbols.percpu if symbols else [],
+                           res.percpu_bases)
+    return [{"line": name, **asdict(line)} for name, line in named]
 
 
-def _kernel_symbols(source: str | None, res: qemu.BootResult) -> KernelSymbols | None:
-    """The request's symbols: the guest's kallsyms ("guest"), a System.map or vmlinux path, or none."""
+def _guest_symbols(source: str | None, res: qemu.BootResult) -> KernelSymbols | None:
+    """The guest's kallsyms, when the request asked for them ("guest")."""
+    if source != "guest":
+        return None
+    text = res.kallsyms.decode("utf-8", "replace")
+    found = KernelSymbols(tcg.parse_symbols(text), tcg.data_symbols(text))
+    return found if found.text else None
+
+
+def _known_symbols(source: str | None, req: qemu.BootRequest) -> KernelSymbols | None:
+    """The symbols known before the boot: a System.map or vmlinux, or the kallsyms an earlier guest of the same
+    kernel sent (cached); None when the guest has yet to send them."""
     if source == "guest":
-        text = res.kallsyms.decode("utf-8", "replace")
-        found = KernelSymbols(tcg.parse_symbols(text), tcg.data_symbols(text))
+        cached = image.cached_kallsyms(req.kernel, Path(req.cache_dir) if req.cache_dir else qemu.default_cache())
+        text = (cached or b"").decode("utf-8", "replace")
+        found = KernelSymbols(tcg.parse_symbols(text), tcg.data_symbols(text), tcg.percpu_symbols(text))
         return found if found.text else None
-    return KernelSymbols(*tcg.load_kernel_symbols(source)) if source else None
+    return tcg.read_kernel_symbols(source) if source else None
+
+
+def _with_percpu(req: qemu.BootRequest, symbols: KernelSymbols | None) -> qemu.BootRequest:
+    """Under the coherence model, ask the boot for the per-CPU bases, to name per-CPU lines by CPU."""
+    if symbols is None or req.plugin is None or not req.plugin.coherence or not symbols.percpu:
+        return req
+    return replace(req, percpu_at=tcg.percpu_table(symbols.data))
 
 
 def run(request_path: str, stdout=None, stderr=None) -> int:
@@ -208,8 +234,10 @@ def run(request_path: str, stdout=None, stderr=None) -> int:
             raise UsageError(f"{request_path} is not a JSON object: write the launch request as one")
         req = request_from_json(doc)
         result_path = Path(doc.get("result") or Path(request_path).with_suffix(".result.json"))
-        res = qemu.boot(req)
-        symbols = _kernel_symbols(doc.get("symbols"), res) if res.records else None
+        source = doc.get("symbols")
+        symbols = _known_symbols(source, req)
+        res = qemu.boot(_with_percpu(req, symbols))
+        symbols = (symbols or _guest_symbols(source, res)) if res.records else None
         body = result_to_json(res, symbols, int(doc.get("top", 20)))
     except (OSError, ValueError) as e:
         err.write(f"perfab.kernel.launch: cannot use {request_path}: {e}\n".encode())

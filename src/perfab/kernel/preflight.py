@@ -61,12 +61,22 @@ def check_sides(exp: Experiment, variants: tuple[Variant, ...], measure: Measure
         files = check_files(measure.files, measure.memory_mb)
         for v in variants:
             _check_kernel(v.name, kernels[v.name], full_cmdline, measure.memory_mb, files)
+        _check_size(variants, measure)
         for v in variants:
             if measure.root == "initramfs":  # with the host's root the guest has what this machine has
                 check_programs(exp, v, measure.files)
     except UsageError as e:
         raise type(e)(f"{exp.path}: {e}") from None
     return kernels
+
+
+def _check_size(variants: tuple[Variant, ...], measure: Measure) -> None:
+    """``measure.size`` diffs built vmlinux files: a prebuilt image has none beside it."""
+    prebuilt = [v.name for v in variants if v.kernel is not None and v.kernel.image is not None]
+    if measure.options.get("size") and prebuilt:
+        raise UsageError(f"measure.size diffs the vmlinux of kernels built from source, but side {prebuilt[0]!r} "
+                         "boots a prebuilt image; build it from source (variant.kernel.base) or run perfab size on "
+                         "the two vmlinux by hand")
 
 
 def side_kernel(exp: Experiment, variant: Variant) -> Kernel:

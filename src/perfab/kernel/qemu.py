@@ -41,7 +41,7 @@ from pathlib import Path
 
 from perfab import scratch
 from perfab.errors import ToolError, UsageError
-from perfab.kernel import guestresult, image, initramfs, modules, tcg
+from perfab.kernel import guestresult, image, initramfs, modules, qmp, tcg
 
 QEMU = "qemu-system-x86_64"
 PLUGIN_DIR = Path(__file__).resolve().parents[3] / "native" / "tcg"
@@ -53,6 +53,7 @@ TAIL_LINES = 40
 HOST_ROOT_DEVICE = [  # this machine's / shared read-only over virtio-9p (root = "host"); the guest overlays a tmpfs
     "-fsdev", "local,id=perfabroot,path=/,security_model=none,readonly=on,multidevs=remap",
     "-device", f"virtio-9p-pci,fsdev=perfabroot,mount_tag={initramfs.HOST_ROOT_TAG}"]
+QMP_SOCKET = "qmp.sock"  # in the boot's folder, when per-CPU bases are asked for
 WORKLOAD_START = b"perfab: workload start"  # the init's console line before the launcher runs
 
 
@@ -90,6 +91,7 @@ class BootRequest:
     direct: bool = True  # boot the vmlinux inside a bzImage directly (PVH) when the kernel allows
     deterministic: bool = True  # TCG: fixed RTC, no address/stack randomisation, icount (SMP: maxcpus=1, init onlines)
     cache_dir: str | None = None  # initramfs and helper cache; None: ~/.cache/perfab/kernel
+    percpu_at: int | None = None  # address of __per_cpu_offset[]: read over QMP once the workload starts
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,7 @@ class BootResult:
     kallsyms: bytes = b""  # "ADDR TYPE NAME" text symbols from the guest, when asked for
     service: dict[str, dict[str, float]] = field(default_factory=dict)  # "before"/"after" -> the server's usage
     service_log: bytes = b""  # the end of the server's output
+    percpu_bases: tuple[int, ...] = ()  # each vCPU's per-CPU area (__per_cpu_offset[]), when asked and read
 
 
 def default_cache() -> Path:
@@ -255,6 +258,8 @@ def qemu_command(req: BootRequest, accel: str, archive: Path, work: Path, cache:
         cmd += ["-plugin", _plugin_arg(req.plugin, work / "plugin.jsonl", cache)]
     if req.root == "host":
         cmd += HOST_ROOT_DEVICE
+    if req.percpu_at is not None:
+        cmd += ["-qmp", f"unix:{work / QMP_SOCKET},server=on,wait=off"]
     return cmd
 
 
@@ -284,10 +289,13 @@ def boot(req: BootRequest) -> BootResult:
     with scratch.owned("boot") as work:
         cmd = qemu_command(req, accel, archive, work, cache)
         start = time.monotonic()
+        bases: list[int] = []
+        read = None if req.percpu_at is None else lambda: bases.extend(
+            qmp.read_words(work / QMP_SOCKET, req.percpu_at, req.vcpus) or ())
         code, timed_out, to_workload = _run_group(cmd, req.timeout_s, work / "qemu.stderr",
-                                                  work / "console.log")
+                                                  work / "console.log", read)
         host_wall = time.monotonic() - start
-        res = _collect(req, work, accel, code, timed_out, host_wall, to_workload)
+        res = replace(_collect(req, work, accel, code, timed_out, host_wall, to_workload), percpu_bases=tuple(bases))
     if known_syms is not None:
         return replace(res, kallsyms=known_syms)
     if res.kallsyms and res.failure is None:
@@ -296,12 +304,13 @@ def boot(req: BootRequest) -> BootResult:
 
 
 def _run_group(cmd: list[str], timeout_s: float, stderr_path: Path,
-               console: Path | None = None) -> tuple[int | None, bool, float | None]:
-    """Run ``cmd`` in its own process group; kill the group past ``timeout_s``.
+               console: Path | None = None, on_start=None) -> tuple[int | None, bool, float | None]:
+    """Run ``cmd`` in its own process group; kill the group past ``timeout_s``; call ``on_start()`` once when
+    ``console`` shows the workload starting.
 
     Returns (exit code or None, timed out, seconds until ``console`` showed the
     workload starting or None)."""
-    watch = _ConsoleWatch(console)
+    watch = _ConsoleWatch(console, on_start)
     with open(stderr_path, "wb") as err:
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
@@ -328,8 +337,9 @@ def _run_group(cmd: list[str], timeout_s: float, stderr_path: Path,
 class _ConsoleWatch:
     """Notes when the console first shows the workload starting."""
 
-    def __init__(self, path: Path | None):
+    def __init__(self, path: Path | None, on_start=None):
         self.path = path  # the console file, None when not watched
+        self.on_start = on_start  # called once when the workload starts; None: nothing to do
         self.seen_s: float | None = None  # seconds from QEMU's start to the workload's
         self._offset = 0  # bytes of the console already read
 
@@ -345,6 +355,8 @@ class _ConsoleWatch:
             return
         if WORKLOAD_START in chunk:
             self.seen_s = elapsed_s
+            if self.on_start is not None:
+                self.on_start()
         self._offset = start + len(chunk)
 
 

@@ -100,6 +100,7 @@ class KernelSymbols:
 
     text: list[tuple[int, str]]  # (address, name) of text symbols: where blocks are charged
     data: list[tuple[int, str]]  # (address, name) of data symbols at kernel addresses: what lines are named by
+    percpu: list[tuple[int, str]] = field(default_factory=list)  # (offset, name) of per-CPU variables
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,12 @@ def load_symbols(path: str | Path) -> list[tuple[int, str]]:
 
 def load_kernel_symbols(path: str | Path) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
     """The text symbols (``load_symbols``) and the kernel data symbols (``data_symbols``) of one file."""
+    found = read_kernel_symbols(path)
+    return found.text, found.data
+
+
+def read_kernel_symbols(path: str | Path) -> KernelSymbols:
+    """A System.map's or a vmlinux's text, data and per-CPU symbols; a file without text symbols is refused."""
     p = Path(path)
     try:
         with open(p, "rb") as f:
@@ -170,7 +177,7 @@ def load_kernel_symbols(path: str | Path) -> tuple[list[tuple[int, str]], list[t
         hint = " (Debian's placeholder: install the -dbg package or take the guest's kallsyms)" \
             if "linux-image" in text and "-dbg" in text else ""
         raise UsageError(f"{p} has no text symbols{hint}: give the kernel's System.map or an unstripped vmlinux")
-    return syms, data_symbols(text)
+    return KernelSymbols(syms, data_symbols(text), percpu_symbols(text))
 
 
 def parse_symbols(text: str, types: frozenset[str] = TEXT_TYPES) -> list[tuple[int, str]]:
@@ -249,13 +256,48 @@ def symbolize_events(symbols: list[tuple[int, str]], window: Window, top: int = 
     return out
 
 
-def name_lines(data: list[tuple[int, str]], lines: tuple[DataLine, ...]) -> list[tuple[str, DataLine]]:
+def name_lines(data: list[tuple[int, str]], lines: tuple[DataLine, ...], percpu: list[tuple[int, str]] = (),
+               bases: tuple[int, ...] = ()) -> list[tuple[str, DataLine]]:
     """Each line as ``symbol+0xOFF`` when it falls in the kernel's data (at or after a data symbol, within
-    ``DATA_SLACK`` of the last), else as its raw virtual address (user memory, slab objects, per-cpu areas)."""
+    ``DATA_SLACK`` of the last), as ``symbol+0xOFF [cpuN]`` when it falls in CPU N's per-CPU area (``bases``:
+    each CPU's ``__per_cpu_offset``, ``percpu``: the variables' offsets), else as its raw virtual address (user
+    memory, slab objects)."""
     addrs = [a for a, _ in data]
     named = []
     for line in lines:
-        i = bisect.bisect_right(addrs, line.vaddr) - 1
-        inside = i >= 0 and line.vaddr < addrs[-1] + DATA_SLACK
-        named.append((f"{data[i][1]}+{line.vaddr - addrs[i]:#x}" if inside else f"{line.vaddr:#x}", line))
+        name = _percpu_name(percpu, bases, line.vaddr)
+        if name is None:
+            i = bisect.bisect_right(addrs, line.vaddr) - 1
+            inside = i >= 0 and line.vaddr < addrs[-1] + DATA_SLACK
+            name = f"{data[i][1]}+{line.vaddr - addrs[i]:#x}" if inside else f"{line.vaddr:#x}"
+        named.append((name, line))
     return named
+
+
+def _percpu_name(percpu: list[tuple[int, str]], bases: tuple[int, ...], vaddr: int) -> str | None:
+    """``symbol+0xOFF [cpuN]`` for an address inside CPU N's copy of the per-CPU variables, else None."""
+    if not percpu:
+        return None
+    end = percpu[-1][0] + DATA_SLACK
+    for cpu, base in enumerate(bases):
+        if base <= vaddr < base + end:
+            i = bisect.bisect_right([o for o, _ in percpu], vaddr - base) - 1
+            if i >= 0:
+                return f"{percpu[i][1]}+{vaddr - base - percpu[i][0]:#x} [cpu{cpu}]"
+    return None
+
+
+def percpu_symbols(text: str) -> list[tuple[int, str]]:
+    """Sorted (offset, name) of the per-CPU variables in System.map, nm or kallsyms text: the data symbols from
+    ``__per_cpu_start`` (offset 0 on x86-64) to ``__per_cpu_end``, each CPU's copy at its ``__per_cpu_offset``
+    (/proc/kallsyms types them ``A``, absolute)."""
+    syms = parse_symbols(text, DATA_TYPES | {"A"})
+    ends = {name: addr for addr, name in syms if name in ("__per_cpu_start", "__per_cpu_end")}
+    if ends.get("__per_cpu_start") != 0 or "__per_cpu_end" not in ends:
+        return []
+    return [(a, n) for a, n in syms if a < ends["__per_cpu_end"] and not n.startswith("__per_cpu_")]
+
+
+def percpu_table(data: list[tuple[int, str]]) -> int | None:
+    """The address of ``__per_cpu_offset[]`` among the kernel's data symbols, or None."""
+    return next((a for a, n in data if n == "__per_cpu_offset"), None)

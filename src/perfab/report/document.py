@@ -57,11 +57,34 @@ class Report:
     setup: tuple[str, ...]  # the SETUP block's lines (indented two spaces, not wrapped)
     sections: tuple[Section, ...]  # one per workload, in spec order
     format_version: int = FORMAT_VERSION  # version of the JSON rendering
+    sizes: tuple["SizeTable", ...] = ()  # each side's code size against the baseline's (measure.size), side order
+
+
+@dataclass(frozen=True)
+class SizeTable:
+    """One side's code size against the baseline's, as ``measure.size`` stored it with the session."""
+
+    side: str  # the side whose vmlinux is NEW
+    against: str  # the side whose vmlinux is OLD (the baseline)
+    command: str  # the perfab size command that prints the whole table again
+    lines: tuple[str, ...]  # the stored table (perfab.kernel.sizes.ROWS rows per listing)
 
 
 def document(a: Analysis) -> Report:
     """The report document of analysis ``a``."""
-    return Report(a, tuple(setup_lines(a)), tuple(_section(a, info) for info in a.workloads))
+    return Report(a, tuple(setup_lines(a)), tuple(_section(a, info) for info in a.workloads),
+                  sizes=size_tables(a))
+
+
+def size_tables(a: Analysis) -> tuple[SizeTable, ...]:
+    """The code-size tables stored with the session's sources (``sources[side]["size"]``), in side order."""
+    out = []
+    for side in a.variants:
+        entry = (a.sources.get(side) or {}).get("size")
+        if isinstance(entry, dict) and isinstance(entry.get("text"), str):
+            command = f"perfab size {entry.get('old')} {entry.get('new')}"
+            out.append(SizeTable(side, str(entry.get("against")), command, tuple(entry["text"].rstrip("\n").split("\n"))))
+    return tuple(out)
 
 
 def mark(row: Row) -> str:

@@ -74,6 +74,9 @@ def render_markdown(doc: Report) -> str:
         if info.hidden:
             out.append(f"- {len(info.hidden)} parser metric(s) without a declared direction not shown "
                        f"({md(', '.join(info.hidden))}); `--all` shows them")
+    for t in doc.sizes:
+        out += ["", f"### size: {md(t.side)}'s vmlinux against {md(t.against)}'s", "", md_code(t.command), "",
+                "```", *t.lines, "```"]
     if a.warnings:
         out += ["", "Warnings:", ""] + [f"- {md(w.text)}" for w in a.warnings]
     return "\n".join(out) + "\n"

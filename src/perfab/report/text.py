@@ -42,6 +42,8 @@ def render_text(doc: Report, absolute: bool = False, verbose: bool = False) -> s
     out += _env_differences(a)
     for section in doc.sections:
         out += _section(a, section, absolute, verbose)
+    for t in doc.sizes:
+        out += ["", f"SIZE: {t.side}'s vmlinux against {t.against}'s", "", f"    {t.command}", "", *t.lines]
     if a.warnings:
         texts = [w.text for w in a.warnings] if verbose else collapsed(a.warnings)
         out += ["", "WARNINGS"] + [line for w in texts for line in _wrap(f"- {w}")]

@@ -35,6 +35,9 @@ def render_html(doc: Report) -> str:
              table.setup(doc), table.env_differences(a)]
     for wi, section in enumerate(doc.sections):
         parts.append(_workload(a, wi, section))
+    for t in doc.sizes:
+        parts += [f'<h2 id="size-{esc(t.side)}">Size: {esc(t.side)}\'s vmlinux against {esc(t.against)}\'s</h2>',
+                  f"<p><code>{esc(t.command)}</code></p>", f'<pre class="setup">{esc(chr(10).join(t.lines))}</pre>']
     if a.warnings:
         warnings = collapsed(a.warnings, lists="--format json lists them")  # the page stays small at any size
         parts += ['<h2 id="warnings">Warnings</h2>', table.bullet_list(warnings)]

@@ -92,6 +92,10 @@ class GuestBackend(Declares):
             'guest backend under KVM: perf events counted by perf stat inside the guest on the vPMU (-cpu '
             'host,pmu=on), e.g. ["cycles:u", "instructions:k"]; grouped within max_events_per_run (default: '
             "the host's usable counters), never multiplexed."),
+        Key("size", Bool(), False,
+            "guest backend, kernels built from source: `perfab size` on each side's vmlinux against the baseline's "
+            "when the session begins, stored with it and printed in the report's SIZE block (inline causes when "
+            "the kernels are built with DEBUG_INFO)."),
     ), fix=" (with [variant.kernel] sides)", borrows=("l1i", "l1d", "ll"), borrows_when="cache_sim",
         shares=("branch_sim",))
     required = ()
@@ -126,6 +130,9 @@ class GuestBackend(Declares):
         self.accel: str | None = None
         self.counters: tuple[str, ...] = tuple(measure.guest_counters)  # vPMU events, counted inside the guest
         self._groups = vpmu_groups(self.counters, measure.max_events_per_run) if self.counters else ((),)
+        self.baseline = ""  # the experiment's baseline side (by preflight), which measure.size diffs against
+        self.sizes: dict[str, dict] | None = None  # side -> {"size": ...} once diffed (measure.size)
+        self.say = print  # one line for the user (prepare's)
 
     def preflight(self, exp: Experiment, variants: tuple[Variant, ...]) -> None:
         """The kernel sides' pre-flight (``perfab.kernel.preflight``) and what needs TCG, before anything is stored,
@@ -139,6 +146,7 @@ class GuestBackend(Declares):
             raise UsageError(f'{exp.path}: {problem} needs perfab\'s TCG plugin, which does not run under KVM; set '
                              '[measure] accel = "tcg" (or "auto", which then emulates)')
         accel = "kvm" if self.measure.accel == "kvm" else "tcg"  # TCG adds options: the longest line
+        self.baseline = exp.variants[0].name
         self.specs = preflight.check_sides(
             exp, variants, self.measure,
             lambda side: qemu.kernel_cmdline(qemu.BootRequest("", ("/",), cmdline=side), accel))
@@ -163,6 +171,7 @@ class GuestBackend(Declares):
         from perfab.kernel.sides import check_sides, choose_accel, resolve_kernel
 
         variants = tuple(self._spec(v) for v in variants)
+        self.say = say
         check_sides(variants, self.cache_root, say)
         for v in variants:
             self.kernels[v.name] = resolve_kernel(v, self.cache_root, say)
@@ -196,15 +205,30 @@ class GuestBackend(Declares):
         from perfab.kernel.sides import KernelImage
 
         if self.kernels:
-            return {side: {"kernel": kernel.identity()} for side, kernel in self.kernels.items()}
+            out = {side: {"kernel": kernel.identity()} for side, kernel in self.kernels.items()}
+            for side, facts in self._sizes().items():
+                out[side].update(facts)
+            return out
         return {side: {"kernel": KernelImage(Path(k.image), None, Path(k.image).name, cmdline=k.cmdline).identity()}
                 for side, k in self.specs.items() if k.image is not None}
+
+    def _sizes(self) -> dict[str, dict]:
+        """``measure.size``: each side's vmlinux against the baseline's, diffed once (``perfab.kernel.sizes``)."""
+        from perfab.kernel.sizes import side_sizes
+
+        if self.measure.options.get("size") and self.sizes is None:
+            self.sizes = side_sizes(self.kernels, self.baseline, self.say)
+        return self.sizes or {}
 
     def plan_lines(self, variants: tuple[Variant, ...]) -> list[str]:
         """Each side's kernel (built before, or to build) and its boots, for ``perfab plan``."""
         from perfab.kernel.sides import plan_lines
 
-        return plan_lines(tuple(self._spec(v) for v in variants), self.measure, self.cache_root)
+        lines = plan_lines(tuple(self._spec(v) for v in variants), self.measure, self.cache_root)
+        if self.measure.options.get("size") and len(variants) > 1:
+            lines.append(f"  size: perfab size on each side's vmlinux against {variants[0].name}'s when the session "
+                         "begins; stored with it, printed in the report")
+        return lines
 
     def for_side(self, variant: Variant, workload: Workload) -> "GuestSide":
         """This backend bound to ``variant``'s prepared kernel and ``workload``'s deadline."""

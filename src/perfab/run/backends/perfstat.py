@@ -87,10 +87,6 @@ class PerfStatBackend(SameForEverySide):
         """The counters of ``[measure]``, grouped within ``max_events_per_run``."""
         return cls(list(measure.counters), measure.max_events_per_run)
 
-
-        events = tuple(e for e in group if not e.endswith(("_time", "duration_time")))
-        return ServiceCounter(self.perf, events, scratch, pids=pids, cpus=cpus)
-
     def groups(self) -> tuple[tuple[str, ...], ...]:
         """The counter groups; one group with every counter when no budget was given."""
         return self._groups
