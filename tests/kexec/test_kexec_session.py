@@ -53,6 +53,15 @@ def _walk(bench: Bench, spec: Path, db: Path, limit: int = 20) -> list[driver.St
     raise AssertionError(f"the session did not end within {limit} boots: {steps}")
 
 
+def _report(db: Path) -> str:
+    """The text report of the session: its SETUP names the kernels in the order they ran."""
+    from perfab.analyse.compare import analyse
+    from perfab.report import render
+
+    with open_store(db) as store:
+        return render(analyse(store, "kx"), "text")
+
+
 def test_a_session_switches_kernel_where_the_plan_switches_side(bench, tmp_path):
     spec, db = kexec_spec(tmp_path, IMAGE, runs=4), tmp_path / "r.db"
     steps = _walk(bench, spec, db)
@@ -74,6 +83,7 @@ def test_a_session_switches_kernel_where_the_plan_switches_side(bench, tmp_path)
     assert [r["variant"] for r in rows] == plan_sides and all(r["status"] == "ok" for r in rows)
     assert session.status == "finished"
     assert session.environment["kexec.boots"] == " ".join(f"{i}:{s}:confirmed" for i, s in enumerate(expected, 1))
+    assert f"kernels  : {' -> '.join(expected)} (a kexec per boot)" in _report(db)
 
 
 def test_between_boots_the_session_is_unfinished_and_claimed_by_no_one(bench, tmp_path):
@@ -110,6 +120,7 @@ def test_a_side_whose_kernel_does_not_come_back_fails_and_the_session_stops(benc
     assert all("no perfab.boot=s1.b2 on the command line" in r["reason"] for r in failed)
     assert session.status == "aborted" and bench.states.read() is None
     assert session.environment["kexec.boots"].endswith(f"2:{second.pending.side}:failed")
+    assert f"{first.pending.side} -> {second.pending.side} (boot 2 failed) (a kexec per boot)" in _report(db)
 
 
 def test_a_kernel_that_goes_down_during_its_runs_fails_its_side(bench, tmp_path):

@@ -28,7 +28,7 @@ from typing import Callable
 
 from perfab.errors import PerfabError, UsageError
 from perfab.fleet.machines import CLASS_KEY, MACHINE_KEY, SUBMISSION_KEY
-from perfab.fleet.queues import RESUME_PRIORITY, class_of, machine_queue
+from perfab.fleet.queues import RESUME_PRIORITY, BelongsElsewhere, class_of, machine_queue
 
 
 @dataclass(frozen=True)
@@ -48,14 +48,6 @@ class Route:
     kind: str  # new | resume | done | elsewhere
     machine: str | None = None  # for elsewhere: the machine whose session it is
     session: int | None = None  # for resume and done: the session
-
-
-class BelongsElsewhere(Exception):
-    """The experiment's unfinished session is another machine's: the job moves to that machine's queue."""
-
-    def __init__(self, machine: str):
-        super().__init__(f"its unfinished session belongs to machine {machine}")
-        self.machine = machine
 
 
 class JobFailed(Exception):

@@ -14,8 +14,13 @@ nothing and is put back again.  A side that failed fails the job.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from perfab.errors import PerfabError
-from perfab.fleet.job import BelongsElsewhere, Context
+from perfab.fleet.queues import BelongsElsewhere
+
+if TYPE_CHECKING:  # the job's context: perfab.fleet.job runs this module, which must not import it back
+    from perfab.fleet.job import Context
 
 REBOOT_S = 60  # seconds before a job put back by its own switch of kernel is taken again
 

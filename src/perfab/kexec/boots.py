@@ -58,15 +58,6 @@ def cmdline(home: str, side: str, boot_token: str, boot_timeout_s: float, panic_
     return " ".join([*kept, *ours, *init_args])
 
 
-def order_of(stored: str) -> str:
-    """The stored ``kexec.boots`` (``1:a:confirmed 2:b:failed``) as the report's SETUP line shows it."""
-    parts = []
-    for item in stored.split():
-        number, side, outcome = (item.split(":") + ["", ""])[:3]
-        parts.append(side if outcome == "confirmed" else f"{side} (boot {number} {outcome})")
-    return order_line(parts) + " (a kexec per boot)"
-
-
 def order_line(sides: list[str]) -> str:
     """``outline -> inlined -> inlined -> outline``: the kernels a session ran, in order."""
     return " -> ".join(sides) if sides else "no boot yet"
