@@ -134,6 +134,7 @@ class Measure:
     root: str  # guest backend: what the guest runs from: "initramfs" (files copied in) or "host" (this machine's /)
     coherence: bool  # guest backend: private L1d per vCPU with MESI in the TCG plugin (HITM, invalidations)
     guest_counters: tuple[str, ...]  # guest backend under KVM: perf events counted inside the guest (vPMU)
+    size: bool  # guest backend, built kernels: each side's vmlinux diffed against the baseline's (perfab size)
     options: dict[str, Any]  # keys a backend declares (its measure_keys) that have no field here
 
 

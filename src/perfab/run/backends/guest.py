@@ -216,7 +216,7 @@ class GuestBackend(Declares):
         """``measure.size``: each side's vmlinux against the baseline's, diffed once (``perfab.kernel.sizes``)."""
         from perfab.kernel.sizes import side_sizes
 
-        if self.measure.options.get("size") and self.sizes is None:
+        if self.measure.size and self.sizes is None:
             self.sizes = side_sizes(self.kernels, self.baseline, self.say)
         return self.sizes or {}
 
@@ -225,7 +225,7 @@ class GuestBackend(Declares):
         from perfab.kernel.sides import plan_lines
 
         lines = plan_lines(tuple(self._spec(v) for v in variants), self.measure, self.cache_root)
-        if self.measure.options.get("size") and len(variants) > 1:
+        if self.measure.size and len(variants) > 1:
             lines.append(f"  size: perfab size on each side's vmlinux against {variants[0].name}'s when the session "
                          "begins; stored with it, printed in the report")
         return lines
