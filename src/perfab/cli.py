@@ -367,6 +367,8 @@ def cmd_plan(args, stdout, stderr) -> int:
     groups = backend.groups()
     schedule = new_schedule(exp, sides, len(groups), sources)
     preflight(exp, schedule, _side_env(exp), sources=sources, built=False)  # built programs appear when built
+    for line in _plan_warnings(exp, backend):
+        print(f"perfab: warning: {line}", file=stderr)
     for line in backend.plan_lines(tuple(chosen)):
         print(line, file=stdout)
     if exp.sequential is not None:
@@ -375,6 +377,16 @@ def cmd_plan(args, stdout, stderr) -> int:
     for line in schedule_lines(exp, schedule.possible(), groups, sources):
         print(line, file=stdout)
     return 0
+
+
+def _plan_warnings(exp, backend) -> list[str]:
+    """Verdicts the planned runs per side can never give (``perfab.analyse.planning``)."""
+    from perfab.analyse.planning import plan_warnings
+
+    runs = exp.sequential.max_runs if exp.sequential is not None else exp.runs
+    exact = any(m.exact for m in backend.metric_info().values()) or \
+        any(m.method == "exact" for w in exp.workloads for m in w.metrics) or exp.method == "exact"
+    return plan_warnings(runs, exp.alpha, exact)
 
 
 def _try(exp, args, stdout, stderr) -> int:
