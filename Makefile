@@ -71,6 +71,10 @@ sysdeps:
 	command -v git >/dev/null 2>&1 || missing="$$missing git"; \
 	command -v nginx >/dev/null 2>&1 || missing="$$missing nginx-light"; \
 	command -v ab >/dev/null 2>&1 || missing="$$missing apache2-utils"; \
+	command -v wrk >/dev/null 2>&1 || missing="$$missing wrk"; \
+	command -v stress-ng >/dev/null 2>&1 || missing="$$missing stress-ng"; \
+	command -v hackbench >/dev/null 2>&1 || missing="$$missing rt-tests"; \
+	command -v sysbench >/dev/null 2>&1 || missing="$$missing sysbench"; \
 	command -v hyperfine >/dev/null 2>&1 || missing="$$missing hyperfine"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v qemu-system-x86_64 >/dev/null 2>&1 || missing="$$missing qemu-system-x86"; \
@@ -99,6 +103,7 @@ kernel-deps:
 	command -v xz >/dev/null 2>&1 || missing="$$missing xz-utils"; \
 	command -v git >/dev/null 2>&1 || missing="$$missing git"; \
 	command -v patch >/dev/null 2>&1 || missing="$$missing patch"; \
+	command -v ccache >/dev/null 2>&1 || missing="$$missing ccache"; \
 	[ -f /usr/include/gelf.h ] || missing="$$missing libelf-dev"; \
 	[ -f /usr/include/openssl/ssl.h ] || missing="$$missing libssl-dev"; \
 	command -v qemu-system-x86_64 >/dev/null 2>&1 || missing="$$missing qemu-system-x86"; \
@@ -115,7 +120,16 @@ $(STAMP): pyproject.toml
 	touch $@
 
 # The bundled workload, built both ways (see examples/default.toml).
-workloads: build/inline/lockbench build/outline/lockbench build/syscalls
+workloads: build/inline/lockbench build/outline/lockbench build/syscalls build/forkexec build/tlbflush
+
+# The bundled workloads' own programs (examples/workloads/): static, so a guest needs no libraries.
+build/forkexec: workloads/forkexec.c
+	mkdir -p build
+	$(CC) -O2 -g -static -Wall -o $@ $<
+
+build/tlbflush: workloads/tlbflush.c
+	mkdir -p build
+	$(CC) -O2 -g -static -pthread -Wall -o $@ $<
 
 build/syscalls: workloads/syscalls.c
 	mkdir -p build
@@ -141,13 +155,13 @@ $(NATIVE_STAMP): $(STAMP) $(wildcard native/src/*.rs) native/Cargo.toml native/C
 	$(PY) -m pip install -q ./native
 	touch $@
 
-# The QEMU TCG plugin counting guest instructions and simulated cache misses
+# The QEMU TCG plugin counting guest instructions, simulated cache misses, branches and coherence
 # between the workload's markers (see native/tcg/perfab_tcg.c for its arguments).
 tcg-plugin: build/perfab_tcg.so
 
-build/perfab_tcg.so: native/tcg/perfab_tcg.c native/tcg/qemu_plugin_api.h
+build/perfab_tcg.so: $(wildcard native/tcg/*.c native/tcg/*.h)
 	mkdir -p build
-	$(CC) -shared -fPIC -O2 -fvisibility=hidden -Wall -Wextra -o $@ native/tcg/perfab_tcg.c
+	$(CC) -shared -fPIC -O2 -fvisibility=hidden -Wall -Wextra -o $@ $(wildcard native/tcg/*.c)
 
 clean:
 	rm -rf build $(VENV) .perfab

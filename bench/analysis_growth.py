@@ -15,7 +15,8 @@ byte-identical.  A child that fails prints its last line instead
 Start-up (``perfab --help``) is measured the same way, beside ``python -c pass``.
 The old code runs only up to ``--old-max`` runs (it needed 23 GB at
 100,000); ``html`` is ``perfab report --format html`` and ``list`` is
-``perfab list``.  With ``--postgres`` each store is also copied into a
+``perfab list``; under each row, the lines of its output (the HTML page's
+bytes, against its 2 MB bound).  With ``--postgres`` each store is also copied into a
 throwaway PostgreSQL server (started as the tests start one) and the
 commands run on it.
 
@@ -203,13 +204,28 @@ COMMANDS = {  # command name -> its arguments after the perfab program (the stor
 }
 
 
+HTML_BOUND = 2_000_000  # bytes: the page stays under 2 MB at any size (each plot draws at most 1,000 runs)
+
+
 def measure(label: str, db: str, args, old_src: Path | None, runs: int) -> None:
-    """One row per command on ``db``: old beside new while ``runs`` is within --old-max, new alone beyond."""
+    """One row per command on ``db``: old beside new while ``runs`` is within --old-max, new alone beyond; the
+    text report's lines and the HTML page's bytes (against ``HTML_BOUND``) beside them."""
     for command in args.commands.split(","):
         argv = ["-c", CLI, *COMMANDS[command], "--db", db]
         new = child(ROOT / "src", argv, args.timeout)
         old = child(old_src, argv, args.timeout) if old_src and runs <= args.old_max else None
         print(row(f"{command} @ {runs:,}{label}", old, new), flush=True)
+        print("    " + _size(command, old, new), flush=True)
+
+
+def _size(command: str, old, new) -> str:
+    """How big the outputs are: lines of a text output, bytes of the HTML page against its bound."""
+    if command == "html":
+        ok = "met" if new[3] is None and len(new[2]) < HTML_BOUND else "NOT met"
+        before = f"; old {len(old[2]) / 1e6:.2f} MB" if old is not None and old[3] is None else ""
+        return f"page {len(new[2]) / 1e6:.2f} MB (bound {HTML_BOUND / 1e6:.0f} MB: {ok}){before}"
+    before = f"; old {len(old[2].splitlines()):,}" if old is not None and old[3] is None else ""
+    return f"output {len(new[2].splitlines()):,} lines{before}"
 
 
 def main() -> int:

@@ -1,13 +1,15 @@
-"""Benchmark inline attribution on a pair of vmlinux files.
+"""Benchmark the whole-file inline reader on a pair of vmlinux files.
 
     .venv/bin/python bench/size_inline_vmlinux.py OLD NEW [--threads N] [--top 10]
 
-Runs ``read_inline_index`` on both files and ``compare_inlines`` in a child
-process and reports its wall time and peak RSS (``RUSAGE_CHILDREN``
-``ru_maxrss``, the child's high-water mark), against the targets of 30 s and
-3 GB on a 2-core machine, then the top inline changes.  A debug vmlinux
-comes from Debian's ``linux-image-<version>-amd64-dbg`` (see
-``/work/vmlinux/README`` on the development machine).
+Runs ``read_inline_index`` (every unit, every site; ``perfab size`` reads
+the changed functions only, see bench/size_dwarf_subset.py) on both files
+and ``compare_inlines`` in a child process and reports its wall time and
+peak RSS (``RUSAGE_CHILDREN`` ``ru_maxrss``, the child's high-water mark),
+against the targets of 30 s and 3 GB on a 2-core machine, then the top
+inline changes.  A debug vmlinux comes from Debian's
+``linux-image-<version>-amd64-dbg`` (the README's Code-size diffs section
+says how).
 """
 
 from __future__ import annotations

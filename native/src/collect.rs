@@ -2,7 +2,6 @@
 //! string table and flat columns.
 
 use std::borrow::Cow;
-use std::time::Instant;
 
 use gimli::{EndianSlice, RunTimeEndian, SectionId};
 use rayon::prelude::*;
@@ -39,7 +38,7 @@ pub struct Columns {
 /// `Ok(None)`: the file has no `.debug_info`.
 pub fn read_inline_sites(path: &str, threads: usize) -> Result<Option<Columns>, String> {
     let mapped = Mapped::open(path)?;
-    let loaded = load(mapped.bytes())?;
+    let loaded = load(mapped.bytes(), None)?;
     if loaded
         .sections
         .get(".debug_info")
@@ -47,7 +46,7 @@ pub fn read_inline_sites(path: &str, threads: usize) -> Result<Option<Columns>, 
     {
         return Ok(None);
     }
-    let ctx = context(&loaded)?;
+    let ctx = context(&loaded, None)?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
@@ -61,44 +60,17 @@ pub fn read_inline_sites(path: &str, threads: usize) -> Result<Option<Columns>, 
     Ok(Some(merge(outs, &loaded)))
 }
 
-/// What a pass over some units only would cost: the seconds to map and load
-/// the file's sections, then per unit the seconds its walk takes on one
-/// thread and the ELF symbols at its functions' entries (`None`: no
-/// `.debug_info`).  A measurement for the size bench, not used by the diff.
-pub fn unit_costs(path: &str) -> Result<Option<UnitCosts>, String> {
-    let start = Instant::now();
-    let mapped = Mapped::open(path)?;
-    let loaded = load(mapped.bytes())?;
-    if loaded.sections.get(".debug_info").is_none_or(|s| s.is_empty()) {
-        return Ok(None);
-    }
-    let ctx = context(&loaded)?;
-    let load_s = start.elapsed().as_secs_f64();
-    let units = (0..ctx.headers.len())
-        .map(|i| {
-            let t = Instant::now();
-            let out = walk_unit(&ctx, i);
-            let seconds = t.elapsed().as_secs_f64();
-            let names = out.map_or_else(
-                |_| Vec::new(),
-                |cu| {
-                    cu.funcs
-                        .iter()
-                        .filter_map(|f| loaded.symbols.get(&f.entry))
-                        .map(|n| String::from_utf8_lossy(n).into_owned())
-                        .collect()
-                },
-            );
-            (seconds, names)
-        })
-        .collect();
-    Ok(Some((load_s, units)))
-}
+/// Unit headers read between two releases of the mapping's pages (`context`).
+const RELEASE_UNITS: usize = 64;
 
-/// (load seconds, per unit (walk seconds, function symbols)); see `unit_costs`.
-pub type UnitCosts = (f64, Vec<(f64, Vec<String>)>);
-
-fn context<'a>(loaded: &'a Loaded<'_>) -> Result<Ctx<'a>, String> {
+/// The file's DWARF and every unit's header.  With `release`, the pages the
+/// headers touched are given back every `RELEASE_UNITS` units: each header
+/// sits on its own pages, and the kernel maps a fault's neighbours too
+/// (fault-around), so a vmlinux's headers alone would leave 100 MB resident.
+pub(crate) fn context<'a>(
+    loaded: &'a Loaded<'_>,
+    release: Option<&Mapped>,
+) -> Result<Ctx<'a>, String> {
     let endian = if loaded.little_endian {
         RunTimeEndian::Little
     } else {
@@ -119,6 +91,9 @@ fn context<'a>(loaded: &'a Loaded<'_>) -> Result<Ctx<'a>, String> {
         .map_err(|e| format!("bad .debug_info unit header: {e}"))?
     {
         headers.push(h);
+        if let Some(m) = release.filter(|_| headers.len() % RELEASE_UNITS == 0) {
+            m.release();
+        }
     }
     let starts = headers
         .iter()
@@ -132,12 +107,12 @@ fn context<'a>(loaded: &'a Loaded<'_>) -> Result<Ctx<'a>, String> {
     })
 }
 
-fn unit_error(ctx: &Ctx<'_>, index: usize, err: gimli::Error) -> String {
+pub(crate) fn unit_error(ctx: &Ctx<'_>, index: usize, err: gimli::Error) -> String {
     let text = format!("unit at .debug_info+{:#x}: {err}", ctx.starts[index]);
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn merge(outs: Vec<Result<CuOut, String>>, loaded: &Loaded<'_>) -> Columns {
+pub(crate) fn merge(outs: Vec<Result<CuOut, String>>, loaded: &Loaded<'_>) -> Columns {
     let mut c = Columns {
         units: outs.len(),
         ..Columns::default()

@@ -7,7 +7,9 @@
 //! its innermost inline site: a site's exclusive bytes are its ranges minus
 //! its children's; its inclusive bytes are all its ranges.
 
+mod chosen;
 mod collect;
+mod hashes;
 mod load;
 mod names;
 mod nm;
@@ -34,6 +36,22 @@ pub use collect::{read_inline_sites, Columns};
 #[pyo3(signature = (path, threads = 0))]
 fn inline_sites(py: Python<'_>, path: &str, threads: usize) -> PyResult<PyObject> {
     let result = py.allow_threads(|| guarded(|| read_inline_sites(path, threads)));
+    match result {
+        Ok(Some(cols)) => Ok(to_dict(py, &cols)?.into_any().unbind()),
+        Ok(None) => Ok(py.None()),
+        Err(msg) => Err(PyValueError::new_err(msg)),
+    }
+}
+
+/// The inline sites of chosen functions only: those whose code holds the
+/// address of one of the `.symtab` entries `symbols` (indices into the
+/// table, the null symbol being 0).  Returns the dict `inline_sites` does,
+/// over those functions and the units holding them (`units` counts the units
+/// read), or `None` when the file has no `.debug_info`; raises `ValueError`
+/// as `inline_sites` does.
+#[pyfunction]
+fn function_sites(py: Python<'_>, path: &str, symbols: Vec<usize>) -> PyResult<PyObject> {
+    let result = py.allow_threads(|| guarded(|| chosen::read_function_sites(path, &symbols)));
     match result {
         Ok(Some(cols)) => Ok(to_dict(py, &cols)?.into_any().unbind()),
         Ok(None) => Ok(py.None()),
@@ -134,13 +152,30 @@ fn sites_of<'a>(d: &Bound<'_, PyDict>, strings: &'a [String]) -> PyResult<Sites<
     Ok(sites)
 }
 
-/// What reading only some units would cost (a measurement for the bench):
-/// `(load seconds, [(walk seconds on one thread, [function symbol, ...]), ...])`
-/// per unit in `.debug_info` order, or `None` without `.debug_info`.
+/// `perfab.size.keys.name_hashes` compiled: the hashes of the NUL-terminated
+/// names at `offsets` (native-endian int64 bytes) in `strtab`.  Returns
+/// `(name, head, odd)` as bytes: two uint64 columns and one of 0/1 bytes,
+/// native-endian, one entry per offset.
 #[pyfunction]
-fn unit_costs(py: Python<'_>, path: &str) -> PyResult<PyObject> {
-    let costs = py.allow_threads(|| guarded(|| collect::unit_costs(path))).map_err(PyValueError::new_err)?;
-    Ok(costs.into_py(py))
+fn name_hashes(
+    py: Python<'_>,
+    strtab: &[u8],
+    offsets: &[u8],
+    fold_counters: bool,
+    heads: bool,
+) -> PyResult<(PyObject, PyObject, PyObject)> {
+    let offsets: Vec<i64> = offsets
+        .chunks_exact(8)
+        .map(|w| i64::from_ne_bytes(w.try_into().unwrap()))
+        .collect();
+    let h = py.allow_threads(|| hashes::name_hashes(strtab, &offsets, fold_counters, heads));
+    let bytes = |v: &[u64]| -> Vec<u8> { v.iter().flat_map(|x| x.to_ne_bytes()).collect() };
+    let odd: Vec<u8> = h.odd.iter().map(|&b| u8::from(b)).collect();
+    Ok((
+        PyBytes::new_bound(py, &bytes(&h.name)).into_any().unbind(),
+        PyBytes::new_bound(py, &bytes(&h.head)).into_any().unbind(),
+        PyBytes::new_bound(py, &odd).into_any().unbind(),
+    ))
 }
 
 /// Run `read`, turning a panic (a bug met on some corrupt input) into a
@@ -201,9 +236,10 @@ fn perfab_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // of std, so other extension modules keep theirs.
     std::panic::set_hook(Box::new(|_| {}));
     m.add_function(wrap_pyfunction!(inline_sites, m)?)?;
+    m.add_function(wrap_pyfunction!(function_sites, m)?)?;
     m.add_function(wrap_pyfunction!(nm_diff, m)?)?;
     m.add_function(wrap_pyfunction!(compare_sites, m)?)?;
-    m.add_function(wrap_pyfunction!(unit_costs, m)?)?;
+    m.add_function(wrap_pyfunction!(name_hashes, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::File;
 
-use memmap2::Mmap;
+use memmap2::{Mmap, UncheckedAdvice};
 use object::{
     Object, ObjectSection, ObjectSymbol, RelocationKind, RelocationTarget, SectionFlags,
     SectionIndex, SymbolKind,
@@ -32,6 +32,15 @@ impl Mapped {
     pub fn bytes(&self) -> &[u8] {
         &self.map
     }
+
+    /// Give back the pages read so far (`MADV_DONTNEED`): they leave this
+    /// process's resident set and stay in the page cache, so a later read
+    /// of them faults them back in with the same bytes.
+    pub fn release(&self) {
+        // SAFETY: the mapping is private and read-only; dropping its pages
+        // loses nothing, every later access reads the file again.
+        let _ = unsafe { self.map.unchecked_advise(UncheckedAdvice::DontNeed) };
+    }
 }
 
 /// Everything the DWARF walk needs from the container file.
@@ -46,6 +55,7 @@ pub struct Loaded<'data> {
 pub const DEBUG_SECTIONS: &[&str] = &[
     ".debug_abbrev",
     ".debug_addr",
+    ".debug_aranges",
     ".debug_info",
     ".debug_line",
     ".debug_line_str",
@@ -55,7 +65,9 @@ pub const DEBUG_SECTIONS: &[&str] = &[
     ".debug_str_offsets",
 ];
 
-pub fn load(data: &[u8]) -> Result<Loaded<'_>, String> {
+/// Open `data` as ELF/DWARF.  `chosen` names the `.symtab` indices whose
+/// addresses and names go into `Loaded::symbols`; `None`: every function symbol.
+pub fn load<'data>(data: &'data [u8], chosen: Option<&[usize]>) -> Result<Loaded<'data>, String> {
     let file = object::File::parse(data).map_err(|e| format!("not an ELF/object file: {e}"))?;
     let relocatable = file.kind() == object::ObjectKind::Relocatable;
     let bases = if relocatable {
@@ -80,7 +92,10 @@ pub fn load(data: &[u8]) -> Result<Loaded<'_>, String> {
         sections,
         little_endian: file.is_little_endian(),
         code: CodeFilter::new(code_sections(&file, &bases)),
-        symbols: function_symbols(&file, &bases),
+        symbols: match chosen {
+            None => function_symbols(&file, &bases),
+            Some(indices) => chosen_symbols(&file, &bases, indices),
+        },
     })
 }
 
@@ -132,25 +147,46 @@ fn function_symbols<'data>(
     bases: &HashMap<SectionIndex, u64>,
 ) -> HashMap<u64, &'data [u8]> {
     let mut out = HashMap::new();
-    for sym in file.symbols() {
-        if sym.kind() != SymbolKind::Text {
-            continue;
-        }
-        let Ok(name) = sym.name_bytes() else { continue };
-        if name.is_empty() {
-            continue;
-        }
-        let addr = sym.address() + section_base(bases, sym.section_index());
-        let global = sym.is_global();
-        out.entry(addr)
-            .and_modify(|n: &mut &[u8]| {
-                if global {
-                    *n = name
-                }
-            })
-            .or_insert(name);
+    for sym in file.symbols().filter(|s| s.kind() == SymbolKind::Text) {
+        add_symbol(&mut out, &sym, bases);
     }
     out
+}
+
+/// The symbols at `indices` of `.symtab`, by address (indices past the table are ignored).
+fn chosen_symbols<'data>(
+    file: &object::File<'data>,
+    bases: &HashMap<SectionIndex, u64>,
+    indices: &[usize],
+) -> HashMap<u64, &'data [u8]> {
+    let mut out = HashMap::new();
+    for &i in indices {
+        if let Ok(sym) = file.symbol_by_index(object::SymbolIndex(i)) {
+            add_symbol(&mut out, &sym, bases);
+        }
+    }
+    out
+}
+
+/// Name `sym`'s address after it, a global name replacing a local one.
+fn add_symbol<'data>(
+    out: &mut HashMap<u64, &'data [u8]>,
+    sym: &object::Symbol<'data, '_>,
+    bases: &HashMap<SectionIndex, u64>,
+) {
+    let Ok(name) = sym.name_bytes() else { return };
+    if name.is_empty() {
+        return;
+    }
+    let addr = sym.address() + section_base(bases, sym.section_index());
+    let global = sym.is_global();
+    out.entry(addr)
+        .and_modify(|n: &mut &[u8]| {
+            if global {
+                *n = name
+            }
+        })
+        .or_insert(name);
 }
 
 /// Apply a relocatable object's absolute relocations to one debug section.

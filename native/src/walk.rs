@@ -83,10 +83,11 @@ pub(crate) struct Die<'a> {
     pub(crate) origin: Option<Value<'a>>,
     pub(crate) call_file: Option<u64>,
     pub(crate) call_line: u64,
+    pub(crate) sibling: Option<gimli::UnitOffset>,
 }
 
 impl Die<'_> {
-    fn has_code(&self) -> bool {
+    pub(crate) fn has_code(&self) -> bool {
         self.low.is_some() || self.ranges.is_some()
     }
 }
@@ -104,30 +105,12 @@ pub(crate) struct Walker<'c, 'a> {
 
 pub fn walk_unit(ctx: &Ctx<'_>, index: usize) -> gimli::Result<CuOut> {
     let unit = ctx.dwarf.unit(ctx.headers[index])?;
-    let out = CuOut {
-        strings: Vec::new(),
-        funcs: Vec::new(),
-        sites: Vec::new(),
-        covered_bytes: 0,
-        function_bytes: 0,
-        version: unit.header.version(),
-    };
-    let mut w = Walker {
-        ctx,
-        unit: &unit,
-        index,
-        strings: Interner::new(),
-        names: HashMap::new(),
-        files: HashMap::new(),
-        others: HashMap::new(),
-        out,
-    };
-    w.walk()?;
-    w.out.strings = std::mem::take(&mut w.strings.strings);
-    Ok(w.out)
+    let mut w = Walker::new(ctx, &unit, index);
+    w.walk(None)?;
+    Ok(w.finish())
 }
 
-fn read_die<'a>(
+pub(crate) fn read_die<'a>(
     raw: &mut gimli::EntriesRaw<'_, '_, R<'a>>,
     abbrev: &gimli::Abbreviation,
 ) -> gimli::Result<Die<'a>> {
@@ -146,6 +129,11 @@ fn read_die<'a>(
                 v => d.call_file = v.udata_value(),
             },
             dw::DW_AT_call_line => d.call_line = attr.udata_value().unwrap_or(0),
+            dw::DW_AT_sibling => {
+                if let AttributeValue::UnitRef(o) = attr.value() {
+                    d.sibling = Some(o)
+                }
+            }
             _ => {}
         }
     }
@@ -153,12 +141,49 @@ fn read_die<'a>(
 }
 
 impl<'c, 'a> Walker<'c, 'a> {
-    fn walk(&mut self) -> gimli::Result<()> {
+    pub(crate) fn new(ctx: &'c Ctx<'a>, unit: &'c Unit<'a>, index: usize) -> Self {
+        let out = CuOut {
+            strings: Vec::new(),
+            funcs: Vec::new(),
+            sites: Vec::new(),
+            covered_bytes: 0,
+            function_bytes: 0,
+            version: unit.header.version(),
+        };
+        Walker {
+            ctx,
+            unit,
+            index,
+            strings: Interner::new(),
+            names: HashMap::new(),
+            files: HashMap::new(),
+            others: HashMap::new(),
+            out,
+        }
+    }
+
+    /// The unit's result, with the strings its ids index.
+    pub(crate) fn finish(mut self) -> CuOut {
+        self.out.strings = std::mem::take(&mut self.strings.strings);
+        self.out
+    }
+
+    /// Walk the whole unit (`start` None), or only the subtree of the DIE at
+    /// `start`; returns the offset just past what was walked.
+    pub(crate) fn walk(
+        &mut self,
+        start: Option<gimli::UnitOffset>,
+    ) -> gimli::Result<gimli::UnitOffset> {
         let unit = self.unit;
-        let mut raw = unit.entries_raw(None)?;
+        let mut raw = unit.entries_raw(start)?;
         let mut stack: Vec<Frame> = Vec::new();
+        let mut first = true;
         while !raw.is_empty() {
             let depth = raw.next_depth();
+            if start.is_some() && !first && depth <= 0 {
+                break; // the subtree ended: the DIE's sibling or its parent's end comes next
+            }
+            first = false;
             let Some(abbrev) = raw.read_abbreviation()? else {
                 continue;
             };
@@ -190,7 +215,7 @@ impl<'c, 'a> Walker<'c, 'a> {
         while let Some(frame) = stack.pop() {
             self.close(frame, &mut stack);
         }
-        Ok(())
+        Ok(raw.next_offset())
     }
 
     fn subprogram(&mut self, die: &Die<'a>) -> gimli::Result<Kind> {
@@ -265,7 +290,7 @@ impl<'c, 'a> Walker<'c, 'a> {
 
     /// The DIE's code spans (clipped to executable sections, normalised)
     /// and its entry address.
-    fn spans(&self, die: &Die<'a>) -> gimli::Result<(Vec<Span>, u64)> {
+    pub(crate) fn spans(&self, die: &Die<'a>) -> gimli::Result<(Vec<Span>, u64)> {
         let (dwarf, unit) = (&self.ctx.dwarf, self.unit);
         let mut raw = Vec::new();
         if let Some(value) = die.ranges {

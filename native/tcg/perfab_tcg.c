@@ -14,6 +14,9 @@
  *   l1i=SIZE:ASSOC:LINE    bytes, ways, line bytes (default 32768:8:64)
  *   l1d=SIZE:ASSOC:LINE    (default 32768:8:64)
  *   ll=SIZE:ASSOC:LINE     (default 8388608:16:64)
+ *   branch=on|off          cachegrind's branch predictor (default off; models.c)
+ *   coherence=on|off       private L1d per vCPU with MESI: HITM, invalidations (default off; models.c)
+ *   lines=N                data lines listed per window by HITM (default 32)
  *
  * Counting: each translation block adds its instruction count inline to the
  * user or kernel counter (x86-64: a block at or above 0xffff800000000000 is
@@ -27,23 +30,26 @@
  * serialised by `-accel tcg,thread=single`).  Every instruction is one L1i
  * reference; a fetch or data access crossing a line boundary touches both
  * lines and counts one miss if either misses.  L1 misses go to LL.  Caches
- * start cold at each window's start.
+ * start cold at each window's start.  With coherence=on the L1d is private
+ * per vCPU and physically addressed (models.c), and its misses reach LL by
+ * physical address.
+ *
+ * Each window also lists per-vCPU instruction counts ("per_vcpu") and, with
+ * the models on, branch and coherence counts (see models.c).
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "qemu_plugin_api.h"
+#include "perfab_tcg.h"
 
 PERFAB_EXPORT int qemu_plugin_version = PERFAB_QEMU_PLUGIN_API;
 
-#define KERNEL_BASE 0xffff800000000000ULL
 #define MARKER_LEN 7
 static const uint8_t MARK_START[MARKER_LEN] = {0x0f, 0x1f, 0x80, 0x50, 0x46, 0x41, 0x42};
 static const uint8_t MARK_STOP[MARKER_LEN] = {0x0f, 0x1f, 0x80, 0x50, 0x46, 0x41, 0x45};
 
-enum { USER = 0, KERNEL = 1 };
 enum { L1I = 0, L1D = 1, LL = 2, NLEVELS = 3 };
 static const char *LEVEL_NAME[NLEVELS] = {"l1i", "l1d", "ll"};
 
@@ -53,14 +59,6 @@ struct cache {
     unsigned line_shift;            /* log2(line) */
     uint64_t sets;                  /* size / (assoc * line), a power of two */
     uint64_t *tags;                 /* sets * assoc line numbers, ~0 when empty */
-};
-
-/* Instructions and L1i misses of one kernel block address. */
-struct tbstat {
-    uint64_t vaddr;                 /* start address of the block */
-    uint64_t insns;                 /* instructions since boot (inline counter) */
-    uint64_t insns_base;            /* insns at the window's start */
-    uint64_t l1i_misses;            /* L1i misses in the current window */
 };
 
 /* What a block's execution callback needs to simulate its fetches. */
@@ -73,15 +71,17 @@ struct tbinfo {
 };
 
 #define CONT_BIT (1ULL << 63)
+#define PHYS_TAG (1ULL << 62)   /* set in a physical address sent to LL: kept apart from virtual lines */
 
 static FILE *out;
 static int n_vcpus;
 static int cache_on;
+static struct model_options model_opt = {0, 0, 32};
 static struct cache caches[NLEVELS];
 static uint64_t insns[2];                       /* user, kernel since boot */
 static uint64_t window_base[2];                 /* insns at the window's start */
 static uint64_t refs[NLEVELS][2], misses[NLEVELS][2];
-static int active;
+int window_active;
 static unsigned windows;
 
 static struct tbstat **tb_table;                /* open addressing by vaddr */
@@ -184,7 +184,7 @@ static struct tbstat *tb_lookup(uint64_t vaddr)
 
 /* ---- windows and records -------------------------------------------- */
 
-static void window_start(uint64_t after)
+static void window_start(unsigned int vcpu, uint64_t after)
 {
     window_base[USER] = insns[USER];
     window_base[KERNEL] = insns[KERNEL];
@@ -194,14 +194,16 @@ static void window_start(uint64_t after)
         if (tb_table[i]) {
             tb_table[i]->insns_base = tb_table[i]->insns;
             tb_table[i]->l1i_misses = 0;
+            memset(tb_table[i]->events, 0, sizeof(tb_table[i]->events));
         }
     }
     memset(refs, 0, sizeof(refs));
     memset(misses, 0, sizeof(misses));
+    models_window_start(vcpu, after);
     if (cache_on)
         for (int l = 0; l < NLEVELS; l++)
             cache_reset(&caches[l]);
-    active = 1;
+    window_active = 1;
 }
 
 static void write_cache(void)
@@ -234,11 +236,11 @@ static void write_kernel_tbs(void)
     fputc(']', out);
 }
 
-static void window_stop(uint64_t from_marker)
+static void window_stop(unsigned int vcpu, uint64_t from_marker)
 {
-    if (!active)
+    if (!window_active)
         return;
-    active = 0;
+    window_active = 0;
     uint64_t user = insns[USER] - from_marker - window_base[USER];
     uint64_t kernel = insns[KERNEL] - window_base[KERNEL];
     fprintf(out, "{\"window\":%u,\"vcpus\":%d,\"insns_user\":%" PRIu64 ",\"insns_kernel\":%" PRIu64,
@@ -246,6 +248,8 @@ static void window_stop(uint64_t from_marker)
     if (cache_on)
         write_cache();
     write_kernel_tbs();
+    uint64_t totals[2] = {user, kernel};
+    models_write(out, vcpu, from_marker, totals, tb_table, tb_cap, caches[L1D].line_shift);
     fputs("}\n", out);
     fflush(out);
 }
@@ -254,12 +258,11 @@ static void window_stop(uint64_t from_marker)
  * inline at block entry that lie after (start) or at/after (stop) it. */
 static void on_marker(unsigned int vcpu, void *udata)
 {
-    (void)vcpu;
     uint64_t v = (uint64_t)(uintptr_t)udata;
     if (v >> 32)
-        window_stop(v & 0xffffffffu);
+        window_stop(vcpu, v & 0xffffffffu);
     else
-        window_start(v);
+        window_start(vcpu, v);
 }
 
 /* ---- execution callbacks for the cache model ------------------------ */
@@ -267,7 +270,7 @@ static void on_marker(unsigned int vcpu, void *udata)
 static void on_tb_exec(unsigned int vcpu, void *udata)
 {
     (void)vcpu;
-    if (!active)
+    if (!window_active)
         return;
     const struct tbinfo *tb = udata;
     int p = tb->priv;
@@ -293,7 +296,7 @@ static void on_tb_exec(unsigned int vcpu, void *udata)
 static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata)
 {
     (void)vcpu;
-    if (!active)
+    if (!window_active)
         return;
     int p = (int)(uintptr_t)udata;
     struct cache *c = &caches[L1D];
@@ -308,6 +311,32 @@ static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr
         }
     }
     misses[L1D][p] += missed;
+}
+
+/* coherence=on: the data access goes through the vCPU's private L1d by physical line. */
+static void on_mem_coherent(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata)
+{
+    if (!window_active)
+        return;
+    const struct tbmodel *m = udata;
+    unsigned shift = caches[L1D].line_shift;
+    uint64_t size = 1ULL << qemu_plugin_mem_size_shift(info);
+    uint64_t pa = models_phys(vcpu, info, vaddr);
+    if (pa == ~0ULL)
+        return;
+    int write = qemu_plugin_mem_is_store(info), missed = 0;
+    for (uint64_t v = vaddr & ~(caches[L1D].line - 1); v < vaddr + size; v += caches[L1D].line) {
+        uint64_t p = v <= vaddr ? pa : (v >> 12 == vaddr >> 12 ? pa + (v - vaddr) : models_phys(vcpu, info, v));
+        if (p == ~0ULL)
+            continue;
+        if (models_data_line(vcpu, p >> shift, v, write, m)) {
+            missed = 1;
+            if (cache_on)
+                ll_ref((p & ~(caches[L1D].line - 1)) | PHYS_TAG, m->priv);
+        }
+    }
+    refs[L1D][m->priv]++;
+    misses[L1D][m->priv] += missed;
 }
 
 /* ---- translation ----------------------------------------------------- */
@@ -337,6 +366,16 @@ static struct tbinfo *describe_tb(struct qemu_plugin_tb *tb, size_t n, int priv)
         }
     }
     return info;
+}
+
+/* coherence=on: the kernel instructions after which remembered translations may be stale. */
+static void mark_tlb_flushes(struct qemu_plugin_tb *tb, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        if (x86_flushes_tlb(qemu_plugin_insn_data(insn), qemu_plugin_insn_size(insn)))
+            qemu_plugin_register_vcpu_insn_exec_cb(insn, models_flush_tlb, QEMU_PLUGIN_CB_NO_REGS, NULL);
+    }
 }
 
 static void mark_markers(struct qemu_plugin_tb *tb, size_t n)
@@ -369,18 +408,27 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     if (priv == KERNEL) {
         stat = tb_lookup(vaddr);
         qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &stat->insns, n);
+        if (model_opt.coherence)
+            mark_tlb_flushes(tb, n);
     } else {
         mark_markers(tb, n);
     }
-    if (!cache_on)
-        return;
-    struct tbinfo *info = describe_tb(tb, n, priv);
-    info->stat = stat;
-    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb_exec, QEMU_PLUGIN_CB_NO_REGS, info);
-    for (size_t i = 0; i < n; i++)
-        qemu_plugin_register_vcpu_mem_cb(qemu_plugin_tb_get_insn(tb, i), on_mem,
+    struct tbmodel *model = NULL;
+    if (models_need_tb_callback() || model_opt.coherence) {
+        model = models_describe_tb(tb, n, priv, stat);
+        if (models_need_tb_callback())
+            qemu_plugin_register_vcpu_tb_exec_cb(tb, models_on_tb, QEMU_PLUGIN_CB_NO_REGS, model);
+    }
+    if (cache_on) {
+        struct tbinfo *info = describe_tb(tb, n, priv);
+        info->stat = stat;
+        qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb_exec, QEMU_PLUGIN_CB_NO_REGS, info);
+    }
+    for (size_t i = 0; (cache_on || model_opt.coherence) && i < n; i++)
+        qemu_plugin_register_vcpu_mem_cb(qemu_plugin_tb_get_insn(tb, i),
+                                         model_opt.coherence ? on_mem_coherent : on_mem,
                                          QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
-                                         (void *)(uintptr_t)priv);
+                                         model_opt.coherence ? (void *)model : (void *)(uintptr_t)priv);
 }
 
 /* ---- install --------------------------------------------------------- */
@@ -391,7 +439,8 @@ static void on_qemu_exit(qemu_plugin_id_t id, void *udata)
     (void)udata;
     if (out) {
         fprintf(out, "{\"exit\":true,\"windows\":%u,\"insns_user\":%" PRIu64
-                ",\"insns_kernel\":%" PRIu64 "}\n", windows, insns[USER], insns[KERNEL]);
+                ",\"insns_kernel\":%" PRIu64 ",\"mid_block_branches\":%" PRIu64 "}\n", windows, insns[USER],
+                insns[KERNEL], models_mid_block_branches());
         fclose(out);
         out = NULL;
     }
@@ -422,9 +471,15 @@ static int parse_args(int argc, char **argv, const char **path)
             ;
         else if (!strncmp(a, "ll=", 3) && !parse_geometry(a + 3, &caches[LL]))
             ;
+        else if (!strcmp(a, "branch=on") || !strcmp(a, "branch=off"))
+            model_opt.branch = a[8] == 'n';
+        else if (!strcmp(a, "coherence=on") || !strcmp(a, "coherence=off"))
+            model_opt.coherence = a[11] == 'n';
+        else if (!strncmp(a, "lines=", 6) && strspn(a + 6, "0123456789") == strlen(a + 6) && a[6])
+            model_opt.top_lines = (unsigned)strtoul(a + 6, NULL, 10);
         else
             return fail("bad argument (want out=PATH, cache=on|off, l1i|l1d|ll=SIZE:ASSOC:LINE"
-                        " with power-of-two sets and line)", a);
+                        " with power-of-two sets and line, branch=on|off, coherence=on|off, lines=N)", a);
     }
     return 0;
 }
@@ -443,6 +498,8 @@ PERFAB_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *in
     if (!info->system_emulation || strcmp(info->target_name, "x86_64"))
         return fail("needs qemu-system-x86_64, got", info->target_name);
     n_vcpus = info->system.smp_vcpus;
+    if (models_init(&model_opt, info->system.max_vcpus, n_vcpus, caches[L1D].sets, caches[L1D].assoc))
+        return fail("out of memory for", "the models");
     for (int l = 0; l < NLEVELS; l++) {
         caches[l].tags = malloc(caches[l].sets * caches[l].assoc * sizeof(uint64_t));
         if (!caches[l].tags)

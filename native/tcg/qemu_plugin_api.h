@@ -36,6 +36,7 @@ typedef struct qemu_info_t {
 
 struct qemu_plugin_tb;              /* a translation block being translated */
 struct qemu_plugin_insn;            /* one guest instruction in that block */
+struct qemu_plugin_hwaddr;          /* where a memory access went: RAM or I/O, physical address */
 typedef uint32_t qemu_plugin_meminfo_t;  /* packed size/sign/endian/store bits */
 
 enum qemu_plugin_cb_flags { QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_CB_R_REGS, QEMU_PLUGIN_CB_RW_REGS };
@@ -74,6 +75,10 @@ const void *qemu_plugin_insn_data(const struct qemu_plugin_insn *insn);
 size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *insn);
 uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *insn);
 unsigned int qemu_plugin_mem_size_shift(qemu_plugin_meminfo_t info);
+bool qemu_plugin_mem_is_store(qemu_plugin_meminfo_t info);
+struct qemu_plugin_hwaddr *qemu_plugin_get_hwaddr(qemu_plugin_meminfo_t info, uint64_t vaddr);
+bool qemu_plugin_hwaddr_is_io(const struct qemu_plugin_hwaddr *haddr);
+uint64_t qemu_plugin_hwaddr_phys_addr(const struct qemu_plugin_hwaddr *haddr);
 void qemu_plugin_outs(const char *string);
 
 #endif

@@ -50,14 +50,18 @@ class _HelpShown(Exception):
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser; with ``command``, only that subcommand's arguments are filled in.
 
-    Every subcommand is listed (name and help) either way, so ``perfab --help``
-    reads the same; filling one keeps start-up light (``report``'s options
-    import the spec schema).
+    Every subcommand is listed (name and help) unless ``command`` names one,
+    so ``perfab --help`` and an unknown command's error read the same; a
+    named command gets its own parser alone, filled: each parser costs
+    start-up (``report``'s options import the spec schema; 13 empty ones
+    took a quarter of ``perfab list``'s own time).
     """
     p = _Parser(prog="perfab", description="A/B performance experiments with verdicts you can defend.",
                 formatter_class=help_formatter())
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (help_text, fill) in _SUBCOMMANDS.items():
+        if command in _SUBCOMMANDS and name != command:
+            continue
         sp = sub.add_parser(name, help=help_text, formatter_class=p.formatter_class,
                             **({"add_help": False} if name == "size" else {}))
         if command is None or command == name:
@@ -175,6 +179,8 @@ def _report_opts(p: argparse.ArgumentParser) -> None:
                    help="also show parser metrics that have no declared direction")
     p.add_argument("--absolute", action="store_true",
                    help="with three or more sides, show each side's median instead of %% of the baseline")
+    p.add_argument("--verbose", action="store_true",
+                   help="text: print every note under a table and every warning, none folded or counted")
 
 
 _SUBCOMMANDS = {  # name: (help line, what fills in its arguments), in `perfab --help` order
@@ -255,6 +261,8 @@ def cmd_run(args, stdout, stderr) -> int:
     if args.html:
         _refuse_inputs(args.html, [args.db], args.spec)
     exp = load_spec(args.spec)
+    if args.html:
+        _refuse_experiment_inputs(args.html, exp)
     backend = make_backend(exp.measure)
     with open_store(args.db) as store, _progress(stderr) as progress, RealExecutor() as executor:
         runner = Runner(exp, store, backend, executor, snapshot(), progress, say=lambda line: progress.log(line))
@@ -271,7 +279,7 @@ def cmd_run(args, stdout, stderr) -> int:
     if args.html:
         _write_output(args.html, render(analysis, "html"))
     if not args.no_report:
-        stdout.write(render(analysis, args.format, args.absolute))
+        stdout.write(render(analysis, args.format, args.absolute, args.verbose))
     if result.status != "finished":
         return 130
     return _no_comparison(analysis, stderr)
@@ -313,12 +321,14 @@ def cmd_report(args, stdout, stderr) -> int:
             named.append((db, analyse(store, args.experiment, args.alpha, args.confidence, args.method,
                                       args.show_all)))
     if len(named) == 1:
-        text = render(named[0][1], args.format, args.absolute)
+        text = render(named[0][1], args.format, args.absolute, args.verbose)
     else:
         from perfab.report.across import render_across
 
-        text = render_across(named, args.format, render)
+        text = render_across(named, args.format, lambda a, fmt: render(a, fmt, verbose=args.verbose))
     if args.output:
+        for _, analysis in named:
+            _refuse_experiment_inputs(args.output, analysis.spec, analysis.sources)
         _write_output(args.output, text)
     else:
         stdout.write(text)
@@ -347,6 +357,14 @@ def _refuse_inputs(output: str, databases: list[str], spec: str | None = None) -
     refuse_input(output, inputs)
 
 
+def _refuse_experiment_inputs(output: str, exp, sources: dict | None = None) -> None:
+    """Refuse an output path that is a file the experiment reads (``perfab.inputs.refuse_inputs``)."""
+    if exp is not None:
+        from perfab.inputs import refuse_inputs
+
+        refuse_inputs(output, exp, sources)
+
+
 def cmd_plan(args, stdout, stderr) -> int:
     from perfab.report.plan import schedule_lines
     from perfab.run.backends import make_backend
@@ -367,6 +385,7 @@ def cmd_plan(args, stdout, stderr) -> int:
     groups = backend.groups()
     schedule = new_schedule(exp, sides, len(groups), sources)
     preflight(exp, schedule, _side_env(exp), sources=sources, built=False)  # built programs appear when built
+    backend.preflight(exp, tuple(chosen))
     for line in _plan_warnings(exp, backend):
         print(f"perfab: warning: {line}", file=stderr)
     for line in backend.plan_lines(tuple(chosen)):
@@ -472,13 +491,11 @@ def _params(given: list[str]) -> dict[str, str]:
 
 
 def cmd_list(args, stdout, stderr) -> int:
-    from perfab.store import open_store
+    from perfab.store.listing import overview  # the SQL counts alone: no typed values, no pathlib
 
-    with open_store(args.db, readonly=True) as store:
-        for name in store.experiments():
-            sessions, runs, status = store.overview(name)
-            last = f", last {status}" if sessions else ""  # an experiment row without a session
-            print(f"{name:<32} {sessions} session(s), {runs} run(s){last}", file=stdout)
+    for name, sessions, runs, status in overview(args.db):
+        last = f", last {status}" if sessions else ""  # an experiment row without a session
+        print(f"{name:<32} {sessions} session(s), {runs} run(s){last}", file=stdout)
     return 0
 
 
@@ -550,11 +567,17 @@ COMMANDS["parse"] = cmd_parse
 
 
 class _progress:
-    """A rich progress bar with ETA on a terminal; silence otherwise."""
+    """A rich progress bar with ETA on a terminal; otherwise, in a long session, one line a minute."""
+
+    LINE_EVERY_S = 60.0  # off a terminal: seconds between progress lines (none in a session shorter than this)
 
     def __init__(self, stream: TextIO):
+        import time
+
         self.stream = stream
         self.bar = None
+        self.clock = time.monotonic
+        self.started = self.last = self.stretch = self.clock()  # the session's, the last line's, the stretch's start
 
     def __enter__(self):
         if getattr(self.stream, "isatty", lambda: False)():
@@ -573,6 +596,7 @@ class _progress:
 
     def __call__(self, done: int, total: int, label: str) -> None:
         if self.bar is None:
+            self._line(done, total, label)
             return
         if self.task is None:
             self.task = self.bar.add_task(label, total=total)
@@ -586,6 +610,22 @@ class _progress:
             self.bar.console.print(line, markup=False, highlight=False)
         else:
             print(f"perfab: {line}", file=self.stream)
+
+    def _line(self, done: int, total: int, label: str) -> None:
+        """``run 12 of 40 (locksys inlined), 3m elapsed, about 7m left``, at most once a minute."""
+        now = self.clock()
+        if done == 0:
+            self.stretch = now  # a workload's runs begin: the estimate is theirs
+        if now - self.last < self.LINE_EVERY_S or not 0 < done < total:
+            return
+        self.last = now
+        left = (now - self.stretch) / done * (total - done)
+        self.log(f"run {done} of {total} ({label}), {_minutes(now - self.started)} elapsed, "
+                 f"about {_minutes(left)} left")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f}m" if seconds >= 90 else f"{seconds:.0f}s"
 
 
 if __name__ == "__main__":

@@ -172,7 +172,12 @@ SERVICE = {m.name: m for m in (
     _m("service_writes", "Server write calls", "count", "lower", True, "service"),
     _m("service_reads_per_req", "Server reads/req", "count", "lower", True, "service"),
     _m("service_writes_per_req", "Server writes/req", "count", "lower", True, "service"),
+    _m("service_insns_u_per_req", "Server instructions:u/req", "count", "lower", True, "service"),
+    _m("service_insns_k_per_req", "Server instructions:k/req", "count", "lower", True, "service"),
 )}
+# A guest's server pinned to vCPUs (service.cpus): what those vCPUs ran, and its per-request row.
+SERVER_PER_REQUEST = {"service.instructions:u": "service_insns_u_per_req",
+                      "service.instructions:k": "service_insns_k_per_req"}
 
 # Counts of a simulated CPU (valgrind's caches and branch predictor; a guest's TCG plugin, split :u/:k).
 SIMULATED = {m.name: m for m in (
@@ -186,6 +191,13 @@ SIMULATED = {m.name: m for m in (
     _m("branch mispredicts", "branch mispredicts", "count", "lower", True),
     _m("indirect branches", "indirect branches", "count", "lower", True),
     _m("indirect mispredicts", "indirect mispredicts", "count", "lower", True),
+)}
+
+# Counts of a guest's coherence model (TCG plugin, split :u/:k): HITM, misses that found the line modified in
+# another vCPU, and invalidations of other vCPUs' copies.
+COHERENCE = {m.name: m for m in (
+    _m("HITM", "HITM", "count", "lower", True),
+    _m("invalidations", "invalidations", "count", "lower", True),
 )}
 
 # A guest's clocks: the emulated machine's and the host's around the guest.
@@ -208,8 +220,9 @@ def _catalogued(name: str, simulated: bool) -> Metric:
     for table in (RUSAGE, SERVICE, GUEST_CLOCKS):
         if name in table:
             return table[name]
-    if simulated and base in SIMULATED:
-        return replace(SIMULATED[base], name=name, label=name)
+    for table in (SIMULATED, COHERENCE) if simulated else ():
+        if base in table:
+            return replace(table[base], name=name, label=name)
     if name.startswith("interrupts."):
         return _m(name, name, "count", "lower" if name.removeprefix("interrupts.") in INTERRUPT_COSTS else None,
                   origin="machine")

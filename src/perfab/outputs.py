@@ -2,7 +2,10 @@
 
 An output path that resolves to one of the command's inputs (the results
 database or its ``-wal``/``-shm``/``-journal`` companions, the spec, an ELF
-file given to ``perfab size``) is refused before anything is read or run:
+file given to ``perfab size``, and what an experiment reads as
+``perfab.inputs`` lists it: workload programs, kernel images and symbols,
+files copied into guests, build products) is refused before anything is
+written:
 following a symlink, a ``..`` or a hard link to the same file counts as the
 same file.  A report is written to a temporary file in the target's
 directory and renamed over the target, so a reader never sees half a report
@@ -30,13 +33,19 @@ def database_inputs(db: str | Path) -> list[str]:
     return [f"{db}{suffix}" for suffix in SQLITE_COMPANIONS]
 
 
-def refuse_input(output: str | Path, inputs: dict[str, str | Path]) -> None:
-    """A ``UsageError`` when ``output`` is the same file as one of ``inputs`` (``{path: what it is}``)."""
+def refuse_input(output: str | Path, inputs: dict[str, str | Path], dirs: dict[str, str] | None = None) -> None:
+    """A ``UsageError`` when ``output`` is the same file as one of ``inputs`` (``{path: what it is}``) or lies in
+    one of ``dirs`` (``{directory: what it is}``: build products, files copied into guests)."""
     out = _identity(output)
     for path, what in inputs.items():
         if out == _identity(path) or (out[1] is not None and out[1] == _identity(path)[1]):
             raise UsageError(f"output {str(output)!r} is the {what} {str(path)!r}; writing it would destroy "
                              "the input: give another output path")
+    for path, what in (dirs or {}).items():
+        top = os.path.realpath(path)
+        if out[0] == top or out[0].startswith(top.rstrip("/") + "/"):
+            raise UsageError(f"output {str(output)!r} is inside the {what} {str(path)!r}, whose files are inputs; "
+                             "give an output path outside it")
 
 
 def _identity(path: str | Path) -> tuple[str, tuple[int, int] | None]:

@@ -31,8 +31,10 @@ from __future__ import annotations
 import itertools
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from perfab.specfile import Experiment, Workload
+if TYPE_CHECKING:  # annotations only: the store reads planned runs without loading the spec layer
+    from perfab.specfile import Experiment, Workload
 
 Params = tuple[tuple[str, str], ...]  # a sweep point: (parameter, value) pairs in spec order
 

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,16 +83,28 @@ def programs(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def lockbench(tmp_path_factory) -> dict[str, Path]:
-    """The bundled lock/unlock workload with 512 sites, unlock inlined and out of line."""
+    """The bundled lock/unlock workload with 512 sites, unlock inlined and out of line (``shared_lockbench``)."""
     if shutil.which("gcc") is None or shutil.which("valgrind") is None:
         pytest.skip("needs gcc and valgrind (apt-get install gcc valgrind)")
-    d = tmp_path_factory.mktemp("lockbench")
-    src = d / "lockbench.c"
-    gen = subprocess.run(
-        [sys.executable, str(REPO / "workloads" / "gen_lockbench.py"), "512"],
-        capture_output=True, text=True, check=True,
-    )
-    src.write_text(gen.stdout)
-    procs = [_gcc(src, d / "inline"), _gcc(src, d / "outline", "-DUNLOCK_OUTLINE")]
+    d = shared_lockbench(tmp_path_factory)
+    return {"inline": d / "inline" / "lockbench", "outline": d / "outline" / "lockbench"}
+
+
+def shared_lockbench(tmp_path_factory) -> Path:
+    """``{inline,outline}/lockbench`` with 512 sites, built once per test session in its base directory: the
+    cachegrind and e2e tests both need it, and one -O2 build of it took a minute on a busy 2-core machine.
+    (tests/e2e/test_e2e_backends.py holds the same function: each tests/ folder imports its own helpers.)"""
+    d = tmp_path_factory.getbasetemp() / "lockbench-512"
+    if all((d / side / "lockbench").is_file() for side in ("inline", "outline")):
+        return d
+    building = Path(tempfile.mkdtemp(dir=tmp_path_factory.getbasetemp(), prefix="lockbench-"))
+    src = building / "lockbench.c"
+    src.write_text(subprocess.run([sys.executable, str(REPO / "workloads" / "gen_lockbench.py"), "512"],
+                                  capture_output=True, text=True, check=True).stdout)
+    procs = []
+    for side, flags in (("inline", ()), ("outline", ("-DUNLOCK_OUTLINE",))):
+        (building / side).mkdir()
+        procs.append(_gcc(src, building / side / "lockbench", *flags))
     assert all(p.wait() == 0 for p in procs)
-    return {"inline": d / "inline", "outline": d / "outline"}
+    os.replace(building, d)
+    return d

@@ -110,8 +110,10 @@ def test_the_table_says_which_rows_left_the_exact_method(aa_db):
     code, text, _ = _cli("report", "--db", str(aa_db))
     joined = " ".join(text.split())
     assert "instructions: counts vary within a side by" in joined.replace("I1 MPKI/", "")
-    assert "judged by the rank test (nonparametric)" in joined
-    assert "Mann-Whitney U" in joined and "exact counts" in joined  # both methods named in the legend
+    assert "judged by the rank test (nonparametric)" in joined  # it changes a verdict: shown by default
+    assert "Mann-Whitney U" not in joined and "change no verdict: tests" in joined  # the tests folded
+    verbose = " ".join(_cli("report", "--db", str(aa_db), "--verbose")[1].split())
+    assert "Mann-Whitney U" in verbose and "exact counts" in verbose  # both methods named in the legend
 
 
 @pytest.fixture(scope="module")

@@ -56,8 +56,8 @@ def test_each_backend_declares_everything(name):
     for attr, kind in DECLARED.items():
         assert hasattr(cls, attr), f"backend {name!r} does not declare {attr}"
         assert isinstance(getattr(cls, attr), kind), f"backend {name!r}: {attr} is not {kind}"
-    for method in ("from_measure", "counted", "groups", "wrap", "collect", "metric_info", "prepare", "for_side",
-                   "plan_lines", "service_counter"):
+    for method in ("from_measure", "counted", "groups", "wrap", "collect", "metric_info", "preflight", "prepare",
+                   "for_side", "plan_lines", "service_counter", "side_sources"):
         assert callable(getattr(cls, method, None)), f"backend {name!r} has no {method}"
     assert "from_measure" in vars(cls), f"{name!r} must say how a spec makes it"
     assert isinstance(cls.counted((("cycles", "instructions"),)), str) and cls.counted(((),))

@@ -65,3 +65,21 @@ def test_missing_binary_is_refused_before_a_session_is_stored(lockbench, monkeyp
     assert "argv[0] './build/" in err and "does not exist" in err and "Traceback" not in err
     code, _, err = cli("list", "--db", str(db))
     assert code == 0  # the database holds no session to resume or to block the next run
+
+
+def test_off_a_terminal_a_long_session_says_where_it_stands_once_a_minute():
+    """No bar without a terminal; a line once a minute instead, with the elapsed time and an estimate."""
+    import io
+
+    from perfab.cli import _progress
+
+    clock = iter([0.0, 0.0, 30.0, 61.0, 90.0, 125.0])  # construction, then one reading per call
+    err = io.StringIO()
+    progress = _progress(err)
+    progress.clock = lambda: next(clock)
+    progress.started = progress.last = progress.stretch = progress.clock()
+    for done in range(5):
+        progress(done, 10, "locksys inlined")
+    lines = err.getvalue().splitlines()
+    assert lines == ["perfab: run 2 of 10 (locksys inlined), 61s elapsed, about 4m left",
+                     "perfab: run 4 of 10 (locksys inlined), 2m elapsed, about 3m left"], lines

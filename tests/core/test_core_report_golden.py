@@ -94,6 +94,21 @@ def test_report_matches_golden(improved, fmt):
     _golden(f"improved.{fmt}.stderr", err)
 
 
+def test_verbose_prints_every_note_the_compact_report_folds(improved):
+    """--verbose prints the legend whole (directions of every row, the tests, the detectable effect); the compact
+    report keeps the key and one line naming what it folded."""
+    code, out, err = cli("report", "--db", str(improved), "--verbose")
+    assert (code, err) == (0, "")
+    _golden("improved.text-verbose.stdout", out)
+    _, compact, _ = cli("report", "--db", str(improved))
+    assert compact.splitlines()[-1] == "3 notes change no verdict: tests, Delta without %, MDE (see --verbose)"
+    flat = " ".join(out.split())
+    assert "Tests: checksum: exact counts" in flat and "Minimum detectable effect" in flat
+    assert "Time elapsed/User/Sys/Max RSS/Ctx switches vol/Ctx switches invol: lower = better." in flat
+    assert "Time elapsed/User: lower = better." in compact  # the rows that changed: Sys, Max RSS... did not
+    assert out.split("-" * 62)[:2] == compact.split("-" * 62)[:2]  # the same SETUP and table
+
+
 def test_text_report_fits_80_columns(improved):
     _, out, _ = cli("report", "--db", str(improved))
     assert max(len(line) for line in out.splitlines()) <= 80
@@ -190,3 +205,16 @@ def test_every_distinct_failure_reason_is_reported(tmp_path):
     failed = [line for line in text.splitlines() if line.startswith("Failed runs on b")]
     assert len(failed) == 1
     assert failed[0].startswith("Failed runs on b: 3 (2x exit status 1: boom; timed out after")
+
+
+def test_the_robots_layout_matches_golden_and_its_figures(improved):
+    """``--format lkp``: each side's mean ± its relative stddev and the %change of the means, as lkp-tests mails."""
+    code, out, err = cli("report", "--db", str(improved), "--format", "lkp")
+    assert code == 0, err
+    _golden("improved.lkp.stdout", out)
+    code, raw, _ = cli("report", "--db", str(improved), "--format", "json")
+    row = next(r for r in json.loads(raw)["rows"] if r["metric"] == "ops/s")
+    base, exp = row["base_values"], row["exp_values"]
+    change = 100 * (sum(exp) / len(exp)) / (sum(base) / len(base)) - 100
+    line = next(x for x in out.splitlines() if x.rstrip().endswith("lockbench.ops/s  [**]"))
+    assert f"{change:+.1f}%" in line and f"{sum(base) / len(base):.0f}" in line, line

@@ -93,7 +93,7 @@ def test_a_service_that_dies_fails_the_run_with_the_reason_and_is_restarted(tmp_
 def test_sigterm_stops_the_service_and_leaves_the_session_resumable(tmp_path):
     port = free_port()
     spec = tmp_path / "s.toml"
-    spec.write_text(_spec(tmp_path, port, runs=40))
+    spec.write_text(_spec(tmp_path, port, runs=16))  # a run starts a server per switch of side: 0.1 s at least
     db = tmp_path / "r.db"
     proc = subprocess.Popen([sys.executable, "-m", "perfab.cli", "run", str(spec), "--db", str(db)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)

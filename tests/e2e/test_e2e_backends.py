@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,15 +21,28 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def lockbench(tmp_path_factory) -> Path:
-    """build/{inline,outline}/lockbench with 512 call sites, compiled here."""
-    build = tmp_path_factory.mktemp("lockbench")
-    src = build / "lockbench.c"
+    """{inline,outline}/lockbench with 512 call sites, compiled once per test session."""
+    return shared_lockbench(tmp_path_factory)
+
+
+def shared_lockbench(tmp_path_factory) -> Path:
+    """``{inline,outline}/lockbench`` with 512 sites, built once per test session in its base directory (the
+    cachegrind tests build it the same way, ``tests/cachegrind/cachegrind_helpers.py``: whichever runs first
+    builds it, the two sides at once; one -O2 build of it took a minute on a busy 2-core machine)."""
+    d = tmp_path_factory.getbasetemp() / "lockbench-512"
+    if all((d / side / "lockbench").is_file() for side in ("inline", "outline")):
+        return d
+    building = Path(tempfile.mkdtemp(dir=tmp_path_factory.getbasetemp(), prefix="lockbench-"))
+    src = building / "lockbench.c"
     src.write_text(subprocess.run([sys.executable, str(ROOT / "workloads/gen_lockbench.py"), "512"],
                                   capture_output=True, text=True, check=True).stdout)
+    procs = []
     for side, flags in (("inline", []), ("outline", ["-DUNLOCK_OUTLINE"])):
-        (build / side).mkdir()
-        subprocess.run(["gcc", "-O2", *flags, "-o", str(build / side / "lockbench"), str(src)], check=True)
-    return build
+        (building / side).mkdir()
+        procs.append(subprocess.Popen(["gcc", "-O2", *flags, "-o", str(building / side / "lockbench"), str(src)]))
+    assert all(p.wait() == 0 for p in procs)
+    os.replace(building, d)
+    return d
 
 
 def run(args: list[str]) -> tuple[int, str, str]:

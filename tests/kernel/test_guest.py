@@ -156,9 +156,7 @@ def test_a_kernel_that_cannot_find_init_is_a_guest_failure_with_its_console(loop
     req = {"kernel": KERNELS[-1], "argv": [loop, "1", "0"], "accel": "tcg", "cmdline": "rdinit=/nonexistent",
            "cache_dir": cache_dir, "timeout_s": 60, "result": str(tmp_path / "out.json")}
     (tmp_path / "req.json").write_text(json.dumps(req))
-    start = time.monotonic()
-    proc = _launch(tmp_path / "req.json")
-    assert time.monotonic() - start < 50
+    proc = _launch(tmp_path / "req.json")  # a panic ends the boot: the failure is the panic, not the deadline
     assert proc.returncode == 125 and proc.stdout == b""
     assert proc.stderr.decode().startswith("perfab.kernel.launch: the guest kernel panicked")
     body = json.loads((tmp_path / "out.json").read_text())

@@ -23,7 +23,7 @@ def test_the_archive_lists_with_cpio_and_holds_the_workload_and_its_libraries(tm
     image = initramfs.build(w, tmp_path)
     names = subprocess.run(["cpio", "-t"], stdin=image.open("rb"), capture_output=True,
                            text=True, check=True).stdout.split()
-    assert {"init", "bin/busybox", "bin/sh", "bin/perfab-guestrun", ".perfab/req/argv",
+    assert {"init", "bin/busybox", "bin/sh", ".perfab/bin/perfab-guestrun", ".perfab/req/argv",
             "work/here", true.lstrip("/")} <= set(names)
     assert any(n.endswith("libc.so.6") for n in names)  # true is dynamic: its libraries come along
     assert initramfs.build(w, tmp_path) == image  # same content, same cached file
@@ -99,3 +99,48 @@ def test_the_plugin_refuses_a_bad_argument(tmp_path):
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode != 0
     assert "perfab_tcg: bad argument" in proc.stderr and "l1i=1:2:3" in proc.stderr
+
+
+def test_a_guest_setup_error_is_the_failure_with_the_end_of_the_services_log():
+    sections = {"error": b"the service exited (status 1) before it accepted connections on 127.0.0.1:80\n",
+                "service.log": b"nginx: [emerg] bind() failed\n\nnginx: [emerg] open() \"/x.conf\" failed\n\n",
+                "status": b"", "end": b""}
+    why = guestresult.failure(sections, None, "", 0, False, 60, "")
+    assert why == ('the service exited (status 1) before it accepted connections on 127.0.0.1:80; the service\'s '
+                   'log ends: nginx: [emerg] open() "/x.conf" failed')
+    assert guestresult.failure({**sections, "service.log": b""}, None, "", 0, False, 60, "").endswith(":80")
+
+
+def test_the_launchers_service_section_reads_before_and_after():
+    blob = b"before user_s 0.01 sys_s 0.00 run_ns 2030 syscr 25 syscw 1 procs 2\n" \
+           b"after user_s 0.02 sys_s 0.01 run_ns 5030 syscr 30 syscw 201 procs 2\ngarbage line\n"
+    got = guestresult.parse_service(blob)
+    assert got["before"]["run_ns"] == 2030 and got["after"]["syscw"] == 201 and set(got) == {"before", "after"}
+
+
+def test_kernel_data_lines_are_named_by_symbol_and_other_lines_by_address():
+    data = tcg.data_symbols("ffffffff82000000 D jiffies_64\nffffffff82000100 b tasklist_lock\n"
+                            "ffffffff81000000 T _text\n0000000000012000 D fixed_percpu_data\n")
+    assert data == [(0xFFFFFFFF82000000, "jiffies_64"), (0xFFFFFFFF82000100, "tasklist_lock")]
+
+    def line(vaddr: int) -> tcg.DataLine:
+        return tcg.DataLine(vaddr=vaddr, paddr=0, hitm=1, invalidations=0, vcpus=(0, 1))
+    lines = (line(0xFFFFFFFF82000140), line(0xFFFFFFFF82000000), line(0x4BB380), line(0xFFFF888001234000),
+             line(0xFFFFFFFFC0001000))
+    assert [name for name, _ in tcg.name_lines(data, lines)] == [
+        "tasklist_lock+0x40", "jiffies_64+0x0", "0x4bb380", "0xffff888001234000", "0xffffffffc0001000"]
+    assert [name for name, _ in tcg.name_lines([], lines[:1])] == ["0xffffffff82000140"]
+
+
+def test_model_counts_are_charged_to_the_symbol_below_each_block():
+    syms = [(0xFFFFFFFF81000100, "a"), (0xFFFFFFFF81000200, "b")]
+    w = tcg.Window(index=1, vcpus=2, insns_user=0, insns_kernel=0,
+                   branches=tcg.Branches(0, 0, 0, 0, 30, 6, 2, 2, 0),
+                   kernel_tb_branches=((0xFFFFFFFF81000100, 10, 1, 0, 0), (0xFFFFFFFF81000180, 10, 1, 2, 2),
+                                       (0xFFFFFFFF81000200, 10, 4, 0, 0)),
+                   coherence=tcg.Coherence(0, 5, 0, 7),
+                   kernel_tb_coherence=((0xFFFFFFFF81000210, 1, 7), (0xFFFFFFFF81000110, 4, 0)))
+    events = tcg.symbolize_events(syms, w)
+    assert [(s.name, s.counts) for s in events["by_branch_misses"]] == [("a", (20, 2, 2, 2)), ("b", (10, 4, 0, 0))]
+    assert [(s.name, s.counts) for s in events["by_hitm"]] == [("a", (4, 0)), ("b", (1, 7))]
+    assert tcg.symbolize_events(syms, tcg.Window(index=1, vcpus=1, insns_user=0, insns_kernel=0)) == {}

@@ -16,7 +16,7 @@ import pytest
 
 from kbuild_guest import boot, initramfs
 from perfab.kernel.build import KernelRequest, build_kernel, check_kernel
-from perfab.kernel.config import BOOT_OPTIONS, read_config
+from perfab.kernel.config import GUEST_OPTIONS, read_config
 
 pytestmark = pytest.mark.kernel_build
 REQUEST = KernelRequest(jobs=2)
@@ -46,7 +46,7 @@ def test_second_build_is_a_cache_hit_with_every_artifact(built):
 
 def test_resolved_config_holds_every_boot_option(built):
     resolved = read_config(built[0].config)
-    for name, value in BOOT_OPTIONS.items():
+    for name, value in GUEST_OPTIONS.items():
         assert resolved.get(name) == value, name
 
 

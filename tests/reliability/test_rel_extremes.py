@@ -27,7 +27,7 @@ EXTREMES = {
     "zero-and-huge": ("0", "1e308"),
     "equal-huge": ("1e308", "1e308"),
 }
-FORMATS = ["text", "markdown", "csv", "json", "html"]
+FORMATS = ["text", "markdown", "csv", "json", "html", "lkp"]
 
 
 def extreme_spec(a: str, b: str, label: str = "ops") -> str:

@@ -20,7 +20,7 @@ import pytest
 from reliability_helpers import cli, file_digest, stored_db, stored_rows, two_sides, write
 
 REFUSED = r"output '.+' is the {what} '.+'; writing it would destroy the input: give another output path$"
-FORMATS = ["text", "markdown", "csv", "json", "html"]
+FORMATS = ["text", "markdown", "csv", "json", "html", "lkp"]
 
 
 @pytest.fixture(scope="module")

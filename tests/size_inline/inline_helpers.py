@@ -81,3 +81,21 @@ def source_lines(source: str, needle: str) -> list[int]:
     """1-based lines of ``C_DIR/source`` that call ``needle``."""
     text = (C_DIR / source).read_text().splitlines()
     return [i for i, line in enumerate(text, 1) if needle in line and "static" not in line]
+
+
+def site_keys(index) -> Counter:
+    """Every site of ``index`` as a comparable key, as a multiset."""
+    return Counter(
+        (s.callee, s.caller, s.parent, s.call_file, s.call_line, s.exclusive_bytes, s.inclusive_bytes)
+        for s in index.sites
+    )
+
+
+def section_extent(exe, name: str) -> tuple[int, int]:
+    """(file offset, size) of section ``name`` of ``exe``, per readelf."""
+    out = subprocess.run(["readelf", "-SW", str(exe)], check=True, capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        fields = line.split("]", 1)[-1].split()
+        if fields and fields[0] == name:
+            return int(fields[3], 16), int(fields[4], 16)
+    raise AssertionError(f"{name} missing from {exe}")

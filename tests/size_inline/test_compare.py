@@ -126,7 +126,10 @@ def test_sites_grouped_lazily_match_the_listed_grouping(build):
     lazy, listed = InlineView.of(index), InlineView.of(by_values(index))
     assert index.columns is not None and by_values(index).columns is None
     for groups, values in ((lazy.by_callee, listed.by_callee), (lazy.by_caller, listed.by_caller)):
-        assert values
-        for base, sites in values.items():
+        assert values.groups and groups.groups.keys() == values.groups.keys()
+        for base in values.groups:
+            sites = values.get(base)
             assert groups.get(base) == sites and groups.count(base) == len(sites) == values.count(base)
         assert groups.get("no such function", []) == [] and groups.count("no such function") == 0
+    assert all(s.parent is None for base in lazy.by_caller.groups for s in lazy.by_caller.get(base))
+    assert any(s.parent is not None for base in lazy.by_callee.groups for s in lazy.by_callee.get(base))

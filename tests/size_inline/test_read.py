@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from inline_helpers import dwarfdump_inline_bytes, readelf_inline_count, source_lines
+from inline_helpers import dwarfdump_inline_bytes, readelf_inline_count, section_extent, site_keys, source_lines
 from perfab.errors import UsageError
 from perfab.size.inline import read_inline_index
 
@@ -54,13 +54,6 @@ def test_nested_inlines_attribute_bytes_to_the_innermost(build, cc, opt):
     assert outer.exclusive_bytes == outer.inclusive_bytes - mid.inclusive_bytes
     assert sum(s.exclusive_bytes for s in index.sites) == index.covered_bytes
     assert 0 < index.covered_bytes < index.function_bytes
-
-
-def site_keys(index) -> Counter:
-    return Counter(
-        (s.callee, s.caller, s.parent, s.call_file, s.call_line, s.exclusive_bytes, s.inclusive_bytes)
-        for s in index.sites
-    )
 
 
 @pytest.mark.parametrize("cc", COMPILERS)
@@ -148,15 +141,6 @@ def test_corrupt_dwarf_is_a_usage_error(build, tmp_path):
     bad.write_bytes(bytes(data))
     with pytest.raises(UsageError, match=r"corrupt: no readable DWARF unit \(unit at .debug_info\+0x0: "):
         read_inline_index(bad)
-
-
-def section_extent(exe, name: str) -> tuple[int, int]:
-    out = subprocess.run(["readelf", "-SW", str(exe)], check=True, capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        fields = line.split("]", 1)[-1].split()
-        if fields and fields[0] == name:
-            return int(fields[3], 16), int(fields[4], 16)
-    raise AssertionError(f"{name} missing from {exe}")
 
 
 @pytest.mark.parametrize("cc", ["g++", "clang++"])

@@ -61,6 +61,42 @@ def test_list_of_a_real_store_loads_no_numerical_library(tmp_path):
     assert _heavy_after([["list", "--db", str(db)]]) == []
 
 
+LISTED = """
+import io, sys
+before = set(sys.modules)
+from perfab import cli
+out = io.StringIO()
+assert cli.main(["list", "--db", sys.argv[1]], out, io.StringIO()) == 0, out.getvalue()
+print(out.getvalue().split()[0], *sorted(m for m in set(sys.modules) - before
+                                          if m.startswith("perfab") or m in ("dataclasses", "pathlib", "typing")))
+"""
+
+
+def test_list_loads_the_sql_counts_alone(tmp_path):
+    """`perfab list` was 6.8x Python's own start-up: it loaded the store's typed values, the plan and the spec
+    layer (dataclasses, typing, pathlib) to run two counts in SQL (bench/startup.py times it)."""
+    from perfab.run.backends import TimeBackend
+    from perfab.run.executor import FakeExecutor
+    from perfab.run.runner import Runner
+    from perfab.specfile import parse_spec
+    from perfab.store import Store
+
+    db = tmp_path / "results.db"
+    with Store(db) as store:
+        Runner(parse_spec('[experiment]\nname = "listed"\nruns = 2\nwarmup = 0\n[[variant]]\nname = "a"\n'
+                          '[[variant]]\nname = "b"\n[[workload]]\nname = "w"\nargv = ["sleep", "0.01"]\n'),
+               store, TimeBackend(), FakeExecutor(), {}).run()
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    out = subprocess.run([sys.executable, "-c", LISTED, str(db)], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    name, *loaded = out.stdout.split()
+    assert name == "listed"
+    assert set(loaded) <= {"perfab", "perfab.cli", "perfab.errors", "perfab.report", "perfab.report.kinds",
+                           "perfab.terminal", "perfab.store", "perfab.store.listing", "perfab.store.schema",
+                           "perfab.store.sqlitefile"}, loaded
+
+
 def test_plan_env_and_counters_load_no_numerical_library(tmp_path):
     spec = tmp_path / "true.toml"
     spec.write_text('[experiment]\nname = "t"\nruns = 3\n\n[[variant]]\nname = "a"\n\n[[variant]]\nname = "b"\n\n'

@@ -142,3 +142,18 @@ def test_exact_methods_extremes_equal_those_of_all_pairs(kind):
     est = methods.AssumeExact().compare(base, exp, 0.95)
     diffs = np.subtract.outer(exp, base).ravel()
     assert (est.shift_lo, est.shift_hi) == (diffs.min(), diffs.max())
+
+
+def test_a_band_narrower_than_the_values_spacing_keeps_its_centre_pair():
+    """Regression: values 1e-300..1e300 on a 1e-300 grid; the band center +- 2h rounds to the center itself, and the
+    band must still hold the pairs at the center (it was empty: IndexError in solve_triangles)."""
+    a = np.array([1e-300, 1e300, 0, 1e300, 1e300])
+    b = np.array([0, -1e300, 1e-300, 1e-300, -1e300])
+    p = Pairs(a, b)
+    half = np.full(len(p.a), 0.5e-300), np.full(len(p.b), 0.5e-300)
+    d = np.sort(np.subtract.outer(b, a).ravel())
+    for prob, got in zip((0.5, 0.1, 0.9), triangle_quantiles(p, *half, [0.5, 0.1, 0.9])):
+        # triangles 1e-300 wide vanish beside spacings of 1e300: the quantile is the differences' own
+        assert got == pytest.approx(d[math.ceil(prob * len(d)) - 1], rel=1e-12)
+    est = methods.get_method("nonparametric").compare(a, b, 0.95)
+    assert est.shift is not None and math.isfinite(est.shift)

@@ -109,9 +109,9 @@ DATA: dict[Kind, Shape] = {
     Kind.PARSER_CHANGED: Shape("sessions read a workload's output with different parsers", (
         Key("workload", str, "the workload"),
         Key("parsers", list, "its parsers (with options), in the order the sessions used them"))),
-    Kind.POOLED: Shape("pooled sessions differ in build, program, machine or spec", (
+    Kind.POOLED: Shape("pooled sessions differ in build, program, kernel, machine or spec", (
         Key("side", str | None, "the side (null: the spec, which every side shares)"),
-        Key("differs", str, "what differs: `build`, `program`, `machine` or `spec`"),
+        Key("differs", str, "what differs: `build`, `program`, `kernel`, `machine` or `spec`"),
         Key("program", str | None, "the program's path (null unless `differs` is `program`)"),
         Key("versions", int, "how many versions of it are pooled"))),
     Kind.SEQUENTIAL_ORDER: Shape("sides ran one after the other: drift is confounded with the change", (

@@ -193,7 +193,7 @@ def triangle_quantiles(pairs: Pairs, ea: np.ndarray, eb: np.ndarray, probs) -> l
     for p in probs:
         k = min(max(math.ceil(p * pairs.total), 1), pairs.total)
         center = pairs.kth(k)
-        start, stop = pairs.cut(center + 2 * h, False), pairs.cut(center - 2 * h, False)
+        start, stop = pairs.cut(center + 2 * h, False), pairs.cut(center - 2 * h, True)  # [c-2h, c+2h]: has c
         below = pairs._count_at_most(stop)
         sizes = stop - start
         if int(sizes.sum()) <= BAND_AT_MOST:

@@ -8,7 +8,8 @@ but each difference becomes a warning under the table naming the side,
 what differs and the sessions on each side of it, so a pooled delta is
 never read as one build's: a side's build (commit or content hash of a
 built side, ``perfab.run.build``), the content of a program a side runs
-(``perfab.run.programs``), the spec's text, and the machine (host name).
+(``perfab.run.programs``), the kernel image a side booted (its SHA-256), the
+spec's text, and the machine (host name).
 Start a new database, or give ``report`` one session's database, to keep
 them apart.  Each warning is a ``Diagnostic`` of kind ``pooled`` whose
 data names the side, what differs and how many versions are pooled.
@@ -26,7 +27,7 @@ def pooled_warnings(sessions: list[Session], spec: Experiment) -> list[Diagnosti
     out = []
     for v in spec.variants:
         mine = [s for s in sessions if s.side in (None, v.name)]
-        out += _build_warnings(mine, v.name) + _program_warnings(mine, v.name)
+        out += _build_warnings(mine, v.name) + _program_warnings(mine, v.name) + _kernel_warnings(mine, v.name)
         hosts = _groups(mine, lambda s: s.host)
         if len(hosts) > 1:
             out.append(_pooled(f"side {v.name!r}: sessions from different machines are pooled "
@@ -51,6 +52,15 @@ def _build_warnings(sessions: list[Session], side: str) -> list[Diagnostic]:
         return []
     return [_pooled(f"side {side!r}: sessions of different builds are pooled ({_describe(builds)}); a delta over "
                     "them mixes builds: use one database per build", side, "build", builds)]
+
+
+def _kernel_warnings(sessions: list[Session], side: str) -> list[Diagnostic]:
+    """The kernel image a side booted (its SHA-256, ``sources[side]["kernel"]``) differs between sessions."""
+    kernels = _groups(sessions, lambda s: (_source(s, side).get("kernel") or {}).get("sha256"))
+    if len(kernels) <= 1:
+        return []
+    return [_pooled(f"side {side!r}: sessions that booted different kernels are pooled ({_describe(kernels)}); a "
+                    "delta over them mixes kernels: use one database per kernel", side, "kernel", kernels)]
 
 
 def _program_warnings(sessions: list[Session], side: str) -> list[Diagnostic]:
@@ -80,11 +90,32 @@ def _groups(sessions: list[Session], key) -> dict[str, list[int]]:
     return out
 
 
+NAMED_IDS = 3  # session ids a warning names per version; the rest are counted
+NAMED_VERSIONS = 3  # versions a warning names; the rest are counted with their sessions
+
+
 def _describe(groups: dict[str, list[int]], label: str = "hash") -> str:
-    """``abc123def456 in sessions 1, 2; 0f1e2d3c4b5a in session 3``: keys as a short hash, a name or a version."""
+    """``abc123def456 in sessions 1, 2; 0f1e2d3c4b5a in session 3``: keys as a short hash, a name or a version.
+
+    A few ids and versions are named and the rest counted (``sessions 1, 11, 21 and 997 more``), so a
+    warning over thousands of pooled sessions stays one line."""
     parts = []
-    for i, (key, ids) in enumerate(groups.items(), 1):
+    items = list(groups.items())
+    for i, (key, ids) in enumerate(items[:NAMED_VERSIONS], 1):
         name = {"hash": key[:12], "name": key, "version": f"version {i}"}[label]
-        noun = "session" if len(ids) == 1 else "sessions"
-        parts.append(f"{name} in {noun} {', '.join(map(str, ids))}")
+        parts.append(f"{name} in {_sessions(ids)}")
+    rest = items[NAMED_VERSIONS:]
+    if rest:
+        more = sum(len(ids) for _, ids in rest)
+        what = "machines" if label == "name" else "versions"
+        parts.append(f"{len(rest):,} more {what} in {more:,} session{'s' if more != 1 else ''}")
     return "; ".join(parts)
+
+
+def _sessions(ids: list[int]) -> str:
+    """``session 3``, ``sessions 1, 2`` or ``sessions 1, 11, 21 and 997 more``."""
+    if len(ids) == 1:
+        return f"session {ids[0]}"
+    if len(ids) <= NAMED_IDS + 1:
+        return f"sessions {', '.join(map(str, ids))}"
+    return f"sessions {', '.join(map(str, ids[:NAMED_IDS]))} and {len(ids) - NAMED_IDS:,} more"

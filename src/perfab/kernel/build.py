@@ -12,8 +12,11 @@
 4. key the build by the source identity, the resolved ``.config``, the
    patches' contents and the compiler's ``--version`` line; an entry under
    that key is reused;
-5. ``make O=<scratch> bzImage``, then rename the artifacts and the log into
-   ``<cache>/kernels/<key>/`` in one step.
+5. ``make O=<slot>/obj bzImage`` in the source's build slot (``perfab.kernel.slot``:
+   the same paths for every build, so ccache, when installed, and a kept object
+   tree of the same config save what they can), saying every so often how many
+   files are compiled of how many (``perfab.kernel.progress``); then rename the
+   artifacts and the log into ``<cache>/kernels/<key>/`` in one step.
 
 Bad input is a ``UsageError`` of one line before make builds anything: no
 source, an unknown or dropped option, a patch that does not apply.  A build
@@ -39,7 +42,9 @@ from pathlib import Path
 
 from perfab.errors import UsageError
 from perfab.kernel import config as kconfig
+from perfab.kernel import slot as kslot
 from perfab.kernel import source as ksource
+from perfab.kernel.progress import MakeProgress
 
 DEFAULT_CACHE = Path(".perfab") / "kernel"
 BASES = ("tinyconfig", "defconfig")
@@ -128,11 +133,11 @@ def build_kernel(request: KernelRequest, cache_root: Path = DEFAULT_CACHE, say=p
         say(f"kernel {key[:12]}: built before; not rebuilt")
         return _artifacts(cache_root, key, cached=True)
     with ksource.scratch(cache_root, "build-") as work:
-        tree, key = _prepare(request, inputs, cache_root, work, say)
+        _tree, key = _prepare(request, inputs, cache_root, work, say)
         with ksource.locked(cache_root / "locks" / f"{key}.lock"):
             cached = _entry(cache_root, key) is not None
             if not cached:
-                _build(request, tree, work, key, inputs, cache_root, say)
+                _build(request, work, key, inputs, cache_root, say)
     _remember(cache_root, inputs.digest, key)
     return _artifacts(cache_root, key, cached=cached)
 
@@ -212,6 +217,8 @@ def _prepare(request: KernelRequest, inputs: _Inputs, cache_root: Path, work: Pa
     unknown = kconfig.unknown(options, symbols)
     if unknown:
         raise UsageError(_unknown_message(unknown, request, symbols))
+    if bad := kconfig.bad_values(request.options, symbols):
+        raise UsageError(f"kernel option {'; '.join(bad)}; fix the value in variant.kernel.config")
     obj = work / "obj"
     obj.mkdir()
     say(f"configuring the kernel ({request.base} + {len(options)} options, make olddefconfig)")
@@ -222,7 +229,7 @@ def _prepare(request: KernelRequest, inputs: _Inputs, cache_root: Path, work: Pa
 
 def _options(request: KernelRequest) -> tuple[tuple[str, str], ...]:
     """The request's options, over perfab's boot options when the base is tinyconfig."""
-    merged = dict(kconfig.BOOT_OPTIONS) if request.base == "tinyconfig" else {}
+    merged = dict(kconfig.GUEST_OPTIONS) if request.base == "tinyconfig" else {}
     merged.update(dict(request.options))
     return kconfig.normalise(merged)
 
@@ -234,6 +241,11 @@ def _describe(request: KernelRequest) -> str:
 
 
 def _unknown_message(names: list[str], request: KernelRequest, symbols: kconfig.Kconfig) -> str:
+    ours = [n for n in names if n in kconfig.BOOT_OPTIONS and n not in dict(request.options)]
+    if request.base == "tinyconfig" and len(ours) * 2 > len(kconfig.BOOT_OPTIONS):
+        return (f"{_describe(request)} is not a Linux kernel source for x86: its Kconfig files define none of "
+                f"{', '.join(ours[:4])} ... ({len(ours)} of the {len(kconfig.BOOT_OPTIONS)} options every x86 Linux "
+                "has and perfab sets to boot a guest); give a Linux tree, tarball or git repository as source")
     hints = []
     for n in names:
         close = difflib.get_close_matches(n, symbols.entries.keys(), n=1)
@@ -292,16 +304,19 @@ def _config_dir(cache_root: Path, inputs: _Inputs) -> Path:
 
 
 def _config_step(request, tree: Path, obj: Path, target: str, log: Path, cache_root: Path, inputs: _Inputs) -> None:
-    if _make(request, tree, obj, [target], log, jobs=1).returncode != 0:
+    if _make(request, tree, obj, [target], log, jobs=1) != 0:
         kept = _keep_failed(cache_root, inputs.digest[:24], log)
         raise KernelBuildError(f"kernel `make {target}` failed: {_first_error(kept)}; full log: {kept}")
 
 
 def _make(request: KernelRequest, tree: Path, obj: Path, targets: list[str], log: Path,
-          jobs: int | None = None) -> subprocess.CompletedProcess:
-    """``make O=obj`` in ``tree``, appending to ``log``; the environment is pinned for reproducible output."""
+          jobs: int | None = None, progress: MakeProgress | None = None) -> int:
+    """``make O=obj`` in ``tree``, appending to ``log``; the environment is pinned for reproducible output.
+
+    With ``progress``, make's output is read as it comes and fed to it; returns make's exit status."""
     jobs = jobs or request.jobs or os.cpu_count() or 1
-    argv = ["make", "-C", str(tree), f"O={obj}", "ARCH=x86_64", f"CC={request.cc}", f"-j{jobs}", *targets]
+    argv = ["make", "-C", str(tree), f"O={obj}", "ARCH=x86_64", f"CC={_compiler(request.cc)}", f"-j{jobs}",
+            *targets]
     env = {k: v for k, v in os.environ.items()
            if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "ARCH", "CROSS_COMPILE", "KBUILD_OUTPUT", "KCONFIG_CONFIG",
                         "LOCALVERSION", "CC", "CFLAGS")}
@@ -310,33 +325,75 @@ def _make(request: KernelRequest, tree: Path, obj: Path, targets: list[str], log
     with open(log, "ab") as out:
         out.write(f"$ {' '.join(argv)}\n".encode())
         out.flush()
-        return subprocess.run(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        if progress is None:
+            return subprocess.run(argv, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL).returncode
+        with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL) as proc:
+            for line in proc.stdout:
+                out.write(line)
+                progress.feed(line)
+            return proc.wait()
 
 
-def _build(request: KernelRequest, tree: Path, work: Path, key: str, inputs: _Inputs, cache_root: Path,
-           say) -> None:
-    """``make bzImage`` in ``work/obj``, then move the artifacts into ``<cache>/kernels/<key>`` at once."""
-    obj, log = work / "obj", work / "build.log"
-    say(f"building kernel {key[:12]} with {request.cc}, -j{request.jobs or os.cpu_count()} (log: {log})")
-    started = time.monotonic()
-    done = _make(request, tree, obj, ["bzImage"], log)
-    build_s = time.monotonic() - started
-    if done.returncode != 0:
-        kept = _keep_failed(cache_root, key, log)
-        raise KernelBuildError(f"kernel build failed: {_first_error(kept)}; full log: {kept}; fix the source, "
-                               "patches or options")
+def _compiler(cc: str) -> str:
+    """``cc`` behind ccache when ccache is installed (and ``PERFAB_CCACHE`` is not ``0``): the build
+    slot's stable paths let ccache's preprocessor mode hit for every file a config change leaves alone."""
+    if os.environ.get("PERFAB_CCACHE", "1") != "0" and shutil.which("ccache"):
+        return f"ccache {cc}"
+    return cc
+
+
+def _build(request: KernelRequest, work: Path, key: str, inputs: _Inputs, cache_root: Path, say) -> None:
+    """``make bzImage`` in the source's build slot, then move the artifacts into ``<cache>/kernels/<key>``."""
+    pristine = ksource.tree_for(request.source, inputs.source, cache_root, say)
+    log = work / "build.log"
+    with kslot.build_slot(cache_root, inputs.source) as where:
+        slot = kslot.fill(where, pristine, request.patches, work / "obj" / ".config", cache_root)
+        start = f", from the object tree of {slot.reused[:12]}" if slot.reused else ""
+        say(f"building kernel {key[:12]} with {_compiler(request.cc)}, -j{request.jobs or os.cpu_count()}{start} "
+            f"(log: {log})")
+        progress = MakeProgress(f"kernel {key[:12]}", say, None if slot.reused else _expected(cache_root, request))
+        done = _make(request, slot.src, slot.obj, ["bzImage"], log, progress=progress)
+        if done != 0:
+            kept = _keep_failed(cache_root, key, log)
+            raise KernelBuildError(f"kernel build failed: {_first_error(kept)}; full log: {kept}; fix the source, "
+                                   "patches or options")
+        build_s = time.monotonic() - progress.started
+        _publish(slot, work, key, inputs, request, cache_root, build_s, progress.compiled)
+        kslot.keep(slot, key, request.patches, cache_root)
+    say(f"kernel {key[:12]} built in {build_s:.0f} s ({progress.compiled:,} files compiled{start})")
+
+
+def _publish(slot: kslot.Slot, work: Path, key: str, inputs: _Inputs, request: KernelRequest, cache_root: Path,
+             build_s: float, compiled: int) -> None:
+    """Move the artifacts and the log into ``<cache>/kernels/<key>`` in one rename."""
     out = work / "out"
     out.mkdir()
-    for src, name in (("arch/x86/boot/bzImage", "bzImage"), ("vmlinux", "vmlinux"), ("System.map", "System.map"),
-                      (".config", "config")):
-        (obj / src).rename(out / name)
-    log.rename(out / "build.log")
+    for src, name in (("arch/x86/boot/bzImage", "bzImage"), ("vmlinux", "vmlinux"), ("System.map", "System.map")):
+        shutil.copyfile(slot.obj / src, out / name)
+    shutil.copyfile(slot.obj / ".config", out / "config")
+    (work / "build.log").rename(out / "build.log")
     meta = {"key": key, "source": inputs.source, "request": asdict(request), "cc_version": inputs.cc_version,
-            "patches": list(inputs.patches), "build_s": round(build_s, 3), "built_at": time.time()}
+            "patches": list(inputs.patches), "build_s": round(build_s, 3), "built_at": time.time(),
+            "compiled": compiled, "from_objtree": slot.reused}
     (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     (cache_root / "kernels").mkdir(parents=True, exist_ok=True)
     out.rename(cache_root / "kernels" / key)
-    say(f"kernel {key[:12]} built in {build_s:.0f} s")
+
+
+def _expected(cache_root: Path, request: KernelRequest) -> int | None:
+    """Files a clean build of this base compiled last time (the cache's newest such entry), else None."""
+    best, when = None, -1.0
+    for meta_path in (cache_root / "kernels").glob("*/meta.json"):
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (OSError, ValueError):
+            continue
+        if (meta.get("compiled") and not meta.get("from_objtree")
+                and meta.get("request", {}).get("base") == request.base and meta.get("built_at", 0) > when):
+            best, when = meta["compiled"], meta.get("built_at", 0)
+    return best
 
 
 def _keep_failed(cache_root: Path, name: str, log: Path) -> Path:

@@ -44,6 +44,30 @@ BOOT_OPTIONS: dict[str, str] = {
     "ACPI": "y", "PCI": "y",
 }
 
+# What installed programs and servers expect of a kernel, which tinyconfig leaves out:
+# the system calls of a distribution's userland (users and groups, POSIX timers, epoll,
+# signalfd/timerfd/eventfd, AIO, SysV IPC, file locks, inotify, rseq, madvise), IPv4 and
+# Unix sockets with the loopback device (a server and its client talk over 127.0.0.1 in
+# the guest), and the per-task accounting a server's usage is read from
+# (/proc/PID/schedstat: SCHED_INFO through TASK_DELAY_ACCT; /proc/PID/io: TASK_IO_ACCOUNTING).
+USERLAND_OPTIONS: dict[str, str] = {
+    "MULTIUSER": "y", "POSIX_TIMERS": "y", "HIGH_RES_TIMERS": "y", "EPOLL": "y", "SIGNALFD": "y",
+    "TIMERFD": "y", "EVENTFD": "y", "AIO": "y", "ADVISE_SYSCALLS": "y", "MEMBARRIER": "y", "FHANDLE": "y",
+    "FILE_LOCKING": "y", "SYSVIPC": "y", "INOTIFY_USER": "y", "RSEQ": "y", "CROSS_MEMORY_ATTACH": "y",
+    "NET": "y", "INET": "y", "UNIX": "y",
+    "TASKSTATS": "y", "TASK_DELAY_ACCT": "y", "TASK_XACCT": "y", "TASK_IO_ACCOUNTING": "y",
+}
+
+# The host's root filesystem in the guest (``root = "host"``): virtio-9p read-only, an
+# overlay with a tmpfs on top for writes.
+HOST_ROOT_OPTIONS: dict[str, str] = {
+    "VIRTIO_MENU": "y", "VIRTIO_PCI": "y", "NETWORK_FILESYSTEMS": "y", "NET_9P": "y", "NET_9P_VIRTIO": "y",
+    "9P_FS": "y", "OVERLAY_FS": "y",
+}
+
+# Every option perfab adds to a tinyconfig, in the order above.
+GUEST_OPTIONS: dict[str, str] = {**BOOT_OPTIONS, **USERLAND_OPTIONS, **HOST_ROOT_OPTIONS}
+
 _ENTRY = re.compile(r"^\s*(menuconfig|config)\s+([A-Za-z0-9_]+)\s*$")
 _NAME = re.compile(r"^[A-Za-z0-9_]+$")
 _TYPES = ("bool", "tristate", "int", "hex", "string", "def_bool", "def_tristate")
@@ -201,6 +225,22 @@ def normalise(options) -> tuple[tuple[str, str], ...]:
 def unknown(options: tuple[tuple[str, str], ...], kconfig: Kconfig) -> list[str]:
     """The requested option names no Kconfig file of the tree defines."""
     return [name for name, _ in options if name not in kconfig.entries]
+
+
+_VALUES = {"bool": (r"[yn]", 'takes "y" or "n"'), "tristate": (r"[ymn]", 'takes "y", "m" or "n"'),
+           "int": (r"-?[0-9]+", "takes a decimal number"), "hex": (r"(0[xX])?[0-9a-fA-F]+", "takes a hex number")}
+
+
+def bad_values(options: tuple[tuple[str, str], ...], kconfig: Kconfig) -> list[str]:
+    """One sentence per option whose value its Kconfig type cannot hold (``SMP = "maybe"``): olddefconfig would
+    drop it and the drop would be explained by the wrong cause."""
+    out = []
+    for name, value in options:
+        kind = kconfig.kind(name)
+        if kind in _VALUES and not re.fullmatch(_VALUES[kind][0], value):
+            article = "an" if kind == "int" else "a"
+            out.append(f'{name} = "{value}": {name} is {article} {kind} option, which {_VALUES[kind][1]}')
+    return out
 
 
 def read_config(path: Path) -> dict[str, str]:

@@ -69,9 +69,29 @@ def int_or_none(blob: bytes) -> int | None:
         return None
 
 
+def parse_service(blob: bytes) -> dict[str, dict[str, float]]:
+    """The launcher's ``service`` section: ``before|after NAME VALUE ...`` per line, as {when: {NAME: VALUE}}."""
+    out: dict[str, dict[str, float]] = {}
+    for line in blob.decode("utf-8", "replace").splitlines():
+        words = line.split()
+        if len(words) < 3 or words[0] not in ("before", "after") or len(words) % 2 == 0:
+            continue
+        try:
+            out[words[0]] = {words[i]: float(words[i + 1]) for i in range(1, len(words), 2)}
+        except ValueError:
+            continue
+    return out
+
+
 def failure(sections: dict[str, bytes], status: int | None, console: str, code: int | None,
              timed_out: bool, timeout_s: float, qemu_err: str) -> str | None:
     """One line saying why the run failed, or None when the workload ran to its end."""
+    error = sections.get("error", b"").decode("utf-8", "replace").strip()
+    if error:
+        log = [ln.strip() for ln in sections.get("service.log", b"").decode("utf-8", "replace").splitlines()
+               if ln.strip()]
+        said = f"; the service's log ends: {log[-1][:300]}" if log else ""
+        return error.splitlines()[0][:400] + said
     if "end" in sections and status is not None:
         return None
     panic = next((ln.strip() for ln in console.splitlines() if "Kernel panic" in ln), None)
@@ -83,12 +103,20 @@ def failure(sections: dict[str, bytes], status: int | None, console: str, code: 
     if "workload start" in console and "workload done" not in console:
         return "the guest stopped during the workload; see the console tail"
     if "perfab: init reached" not in console:
-        err = qemu_err.strip().splitlines()[-1:] if qemu_err.strip() else []
-        why = f": {err[0]}" if err else ""
+        err = qemu_error(qemu_err)
+        why = f": {err}" if err else ""
         return f"the guest never reached perfab's init (qemu exit {code}){why}"
     if "workload done" in console:
         return "the guest's result channel was cut short; see the console tail"
     return f"the guest stopped before the workload (qemu exit {code}); see the console tail"
+
+
+def qemu_error(text: str) -> str | None:
+    """QEMU's own error line (``qemu-system-x86_64: ...``, ``qemu: fatal: ...``), not the register dump after it;
+    else the last line."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    own = [ln for ln in lines if ln.startswith(("qemu:", "qemu-system-"))]
+    return (own or lines or [None])[0 if own else -1]
 
 
 def _stage(console: str) -> str:

@@ -6,21 +6,44 @@ in Python, uncompressed by default so the guest spends no emulated time
 inflating it.  It holds:
 
 - ``/bin/busybox`` and links for the applets the init script uses;
-- ``/init``, which mounts proc, sys and devtmpfs, snapshots
+- ``/init``, which mounts proc, sys and devtmpfs, brings online the CPUs
+  the boot left offline (a deterministic SMP guest boots with ``maxcpus=1``,
+  see ``perfab.kernel.qemu``), snapshots
   ``/proc/interrupts`` and ``/proc/vmstat``, runs ``perfab-guestrun`` (a
-  static C launcher, ``guestrun.c``, that executes the plugin's start and
-  stop markers around the workload), snapshots again, writes the framed
+  static C launcher, ``guestrun.c``, that starts the workload's server when
+  it has one, executes the plugin's start and stop markers around the
+  workload and reads the server's usage), snapshots again, writes the framed
   result to the second serial port (``/dev/ttyS1`` in raw mode) and powers
-  off; on request it also sends the kernel's text symbols from
+  off; on request it also sends the kernel's text and data symbols from
   ``/proc/kallsyms`` (Debian ships a placeholder System.map);
-- the workload's request (argv, env, cwd) under ``/.perfab/req``;
-- the host files the workload needs at their own absolute paths: argv[0]
-  when it is a host file, the extra files asked for, and for every dynamic
-  ELF among them its shared libraries and loader as ``ldd`` names them.
+- the request (argv, env, cwd, the server's) under ``/.perfab/req`` and the
+  launcher under ``/.perfab/bin``;
+- what the workload runs from, in one of two roots:
+
+  - ``root = "initramfs"`` (the default): the host files the workload needs,
+    copied in: argv[0] when it is a host file, the server's program, the
+    extra files asked for, and for every dynamic ELF among them its shared
+    libraries and loader as ``ldd`` names them.  The guest holds these bytes
+    and nothing else, the same on every side.
+  - ``root = "host"``: this machine's root filesystem, which QEMU shares
+    read-only over virtio-9p (``perfabroot``); the init mounts it with an
+    overlay whose upper layer is a tmpfs, so programs write where they
+    expect and nothing reaches the host, and runs the launcher chrooted
+    there.  Scripts, installed benchmarks and servers with their data and
+    configuration run unchanged.  A kernel with 9p, virtio-pci and overlayfs
+    as modules (Debian's) gets them in the archive, loaded first.
+
+Paths a side's build gives (``{build}``, ``{src}``, a directory named after
+the side) are *mapped* to one guest path for every side (``maps``): copied
+there, or bind-mounted there over the host root, so two sides' workloads
+run from paths of the same bytes whatever their build directories are
+called, and their stacks start alike.
 
 The result channel carries sections framed as ``PERFAB-SECTION NAME LEN\\n``
 followed by LEN raw bytes and a newline, then ``PERFAB-END``; kernel messages
-stay on the first serial port, the console.
+stay on the first serial port, the console.  A setup failure in the guest
+(the host root cannot be mounted, the server never listens) is the
+``error`` section's one line.
 
 Archives are cached by content hash (``<cache>/initramfs-<sha>.cpio``),
 written to a temporary file and renamed into place.
@@ -30,6 +53,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import lzma
 import os
 import shutil
 import stat
@@ -42,11 +66,20 @@ from perfab.errors import ToolError, UsageError
 
 GUESTRUN_SOURCE = Path(__file__).with_name("guestrun.c")
 BUSYBOX = Path("/bin/busybox")
-APPLETS = ("sh", "mount", "mkdir", "cat", "stty", "wc", "poweroff", "echo", "grep")
+APPLETS = ("sh", "mount", "mkdir", "cat", "stty", "wc", "poweroff", "echo", "grep", "chroot", "cp", "insmod",
+           "tail", "sed")
 REQ_DIR = "/.perfab/req"
 OUT_DIR = "/.perfab/out"
+BIN_DIR = "/.perfab/bin"
+MODULE_DIR = "/.perfab/modules"
 RESULT_TTY = "/dev/ttyS1"
-SECTIONS = ("status", "stdout", "stderr", "irq0", "irq1", "vm0", "vm1", "cpus", "kallsyms")
+HOST_ROOT_TAG = "perfabroot"  # the 9p mount tag QEMU gives the host's root
+SERVICE_LOG_BYTES = 4096  # the end of the server's log sent back
+SECTIONS = ("status", "stdout", "stderr", "irq0", "irq1", "vm0", "vm1", "cpus", "kallsyms", "error", "service",
+            "service.log")
+ROOTS = ("initramfs", "host")
+PREFETCH = ("/etc/ld.so.cache", "/etc/ld.so.preload", "/etc/nsswitch.conf", "/etc/passwd", "/etc/group",
+            "/etc/localtime")  # what the dynamic loader and libc read at start, read before the window too
 
 INIT_SCRIPT = f"""#!/bin/sh
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin:/usr/local/bin
@@ -56,18 +89,46 @@ mount -t devtmpfs dev /dev
 mkdir -p {OUT_DIR}
 mount -t tmpfs out {OUT_DIR}
 R={OUT_DIR}
+Q={REQ_DIR}
 echo "perfab: init reached" > /dev/console
+for c in /sys/devices/system/cpu/cpu*/online; do [ -f $c ] && [ "$(cat $c)" = 0 ] && echo 1 > $c; done
+fail() {{ echo "$1" > $R/error; echo "perfab: $1" > /dev/console; }}
+[ -f $Q/modules ] && while read -r m; do insmod {MODULE_DIR}/$m 2>>$R/insmod.log; done < $Q/modules
+hostroot() {{
+  mkdir -p /host /rw /newroot
+  mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=262144 {HOST_ROOT_TAG} /host 2>$R/mount.log || {{
+    fail "the guest cannot mount the host's root over 9p ($(tail -n 1 $R/mount.log)$(tail -n 1 $R/insmod.log 2>/dev/null | sed 's/^/; /')): its kernel needs 9P_FS, NET_9P_VIRTIO and VIRTIO_PCI built in, or as modules of its release on this machine"; return 1; }}
+  mount -t tmpfs rw /rw && mkdir -p /rw/upper /rw/work
+  mount -t overlay overlay -o lowerdir=/host,upperdir=/rw/upper,workdir=/rw/work /newroot 2>$R/mount.log || {{
+    fail "the guest cannot lay a tmpfs over the host's root ($(tail -n 1 $R/mount.log)): its kernel needs OVERLAY_FS"; return 1; }}
+  for d in proc sys dev; do mount --bind /$d /newroot/$d; done
+  mkdir -p /newroot/.perfab
+  cp -a {REQ_DIR} {BIN_DIR} /newroot/.perfab/
+  mkdir -p /newroot{OUT_DIR}
+}}
+ROOT=/
+if [ -f $Q/hostroot ]; then hostroot && ROOT=/newroot; fi
+if [ -f $Q/maps ] && [ ! -f $R/error ]; then
+  while IFS='|' read -r host guest; do
+    mkdir -p "$ROOT$guest" && mount --bind "$ROOT$host" "$ROOT$guest" || fail "cannot show $host at $guest in the guest"
+  done < $Q/maps
+fi
 grep -c ^processor /proc/cpuinfo > $R/cpus
 cat /proc/interrupts > $R/irq0
 cat /proc/vmstat > $R/vm0
-echo "perfab: workload start" > /dev/console
-/bin/perfab-guestrun {REQ_DIR} $R/stdout $R/stderr
-cp_status=$?
+rc=0
+if [ ! -f $R/error ]; then
+  echo "perfab: workload start" > /dev/console
+  chroot $ROOT {BIN_DIR}/perfab-guestrun {REQ_DIR} {OUT_DIR}
+  rc=$?
+fi
 cat /proc/interrupts > $R/irq1
 cat /proc/vmstat > $R/vm1
-cat {REQ_DIR}/status > $R/status 2>/dev/null || echo "status launcher-$cp_status" > $R/status
+[ "$ROOT" = / ] || cp $ROOT{OUT_DIR}/* $R/ 2>/dev/null
+[ -f $R/status ] || [ -f $R/error ] || echo "status launcher-$rc" > $R/status
+[ -f $R/service.log ] && tail -c {SERVICE_LOG_BYTES} $R/service.log > $R/service.tail && cp $R/service.tail $R/service.log
 echo "perfab: workload done" > /dev/console
-[ -f {REQ_DIR}/kallsyms ] && grep ' [tTwW] ' /proc/kallsyms > $R/kallsyms
+[ -f $Q/kallsyms ] && grep ' [tTwWdDbBrRvV] ' /proc/kallsyms > $R/kallsyms
 exec 3<>{RESULT_TTY}
 stty -F {RESULT_TTY} raw -echo -opost
 for f in {" ".join(SECTIONS)}; do
@@ -84,6 +145,17 @@ poweroff -f
 
 
 @dataclass(frozen=True)
+class Service:
+    """The server a workload talks to, started in the guest beside it."""
+
+    argv: tuple[str, ...]  # the server's command (host paths, mapped like the workload's)
+    cwd: str = "/"  # its working directory in the guest
+    port: int | None = None  # wait until 127.0.0.1:port accepts in the guest; None: no wait
+    ready_s: float = 10.0  # how long to wait for the port
+    cpus: str | None = None  # CPU list the server is pinned to (the workload gets the others); None: not pinned
+
+
+@dataclass(frozen=True)
 class Workload:
     """What the guest runs and the host files it needs."""
 
@@ -91,7 +163,11 @@ class Workload:
     cwd: str = "/"  # working directory inside the guest (created if absent)
     env: tuple[tuple[str, str], ...] = ()  # the workload's whole environment
     files: tuple[str, ...] = ()  # extra host files or directories, copied at their absolute paths
-    kallsyms: bool = False  # also send back the guest kernel's text symbols (/proc/kallsyms)
+    kallsyms: bool = False  # also send back the guest kernel's text and data symbols (/proc/kallsyms)
+    service: Service | None = None  # a server started in the guest before the workload
+    root: str = "initramfs"  # "initramfs": the needed files copied in; "host": this machine's root over 9p
+    maps: tuple[tuple[str, str], ...] = ()  # (host directory, guest directory): shown at the guest path
+    modules: tuple[str, ...] = ()  # host paths of kernel modules loaded first, in order (.ko, .ko.xz)
 
 
 @dataclass(frozen=True)
@@ -132,20 +208,27 @@ def _entries(workload: Workload, cache: Path) -> list[_Entry]:
     """Every file of the archive; parents are added when written."""
     if not BUSYBOX.is_file():
         raise ToolError(f"{BUSYBOX} is missing: install busybox-static (make sysdeps)")
+    if workload.root not in ROOTS:
+        raise UsageError(f"guest root {workload.root!r} is not one of {', '.join(ROOTS)}")
     files: dict[str, _Entry] = {}
-    for path in _host_files(workload):
-        _add_host_file(files, path)
+    if workload.root == "initramfs":
+        for path in _host_files(workload):
+            _add_host_file(files, path, guest_path(path, workload.maps))
     files["/bin/busybox"] = _Entry("/bin/busybox", 0o100755, BUSYBOX.read_bytes())
-    for lib in _shared_libraries(str(BUSYBOX)):  # none for busybox-static
-        _add_host_file(files, lib)
     for applet in APPLETS:
         files[f"/bin/{applet}"] = _Entry(f"/bin/{applet}", 0o120777, b"busybox")
-    files["/bin/perfab-guestrun"] = _Entry("/bin/perfab-guestrun", 0o100755,
-                                           guestrun_binary(cache).read_bytes())
+    files[f"{BIN_DIR}/perfab-guestrun"] = _Entry(f"{BIN_DIR}/perfab-guestrun", 0o100755,
+                                                 guestrun_binary(cache).read_bytes())
     files["/init"] = _Entry("/init", 0o100755, INIT_SCRIPT.encode())
+    for name, data in module_files(workload.modules).items():
+        files[f"{MODULE_DIR}/{name}"] = _Entry(f"{MODULE_DIR}/{name}", 0o100644, data)
     for name, data in _request(workload).items():
         files[f"{REQ_DIR}/{name}"] = _Entry(f"{REQ_DIR}/{name}", 0o100644, data)
-    dirs = {"/proc", "/sys", "/dev", "/tmp", "/root", OUT_DIR, _abs(workload.cwd)}
+    dirs = {"/proc", "/sys", "/dev", "/tmp", "/root", OUT_DIR}
+    if workload.root == "initramfs":
+        dirs.add(_in_guest(workload.cwd, workload))
+        if workload.service is not None:
+            dirs.add(_in_guest(workload.service.cwd, workload, workload.cwd))
     for d in dirs:
         files.setdefault(d, _Entry(d, 0o040755, b""))
     return sorted(files.values(), key=lambda e: e.path)
@@ -155,34 +238,94 @@ def _abs(path: str) -> str:
     return os.path.normpath(path if path.startswith("/") else "/" + path)
 
 
+def guest_path(host: str, maps: tuple[tuple[str, str], ...]) -> str:
+    """Where the absolute host path ``host`` appears in the guest: under a mapped directory's guest path."""
+    for source, target in maps:
+        if host == source or host.startswith(source.rstrip("/") + "/"):
+            return os.path.normpath(target + host[len(source.rstrip("/")):])
+    return host
+
+
+def _in_guest(path: str, workload: Workload, cwd: str | None = None) -> str:
+    """A path of the request as the guest sees it: absolute, and mapped when under a mapped directory."""
+    base = cwd if cwd is not None else "/"
+    return guest_path(os.path.normpath(os.path.join(base, path)), workload.maps)
+
+
+def _guest_arg(arg: str, workload: Workload) -> str:
+    """An argument naming a host path under a mapped directory, as the guest's path; others as given."""
+    if "/" not in arg:
+        return arg
+    absolute = os.path.normpath(os.path.join(workload.cwd, arg))
+    mapped = guest_path(absolute, workload.maps)
+    return mapped if mapped != absolute else arg
+
+
+def _strings(values, what: str) -> bytes:
+    for s in values:
+        if "\0" in s:
+            raise UsageError(f"a NUL byte in the guest {what} ({s!r}): remove it")
+    return b"".join(s.encode() + b"\0" for s in values)
+
+
 def _request(workload: Workload) -> dict[str, bytes]:
-    """The launcher's request files: NUL-terminated argv and env, and cwd."""
+    """The launcher's request files (argv, env, cwd, the server's), and what the init is asked to do."""
     if not workload.argv:
         raise UsageError("the guest workload has no command: give argv")
-    for s in (*workload.argv, *(k + v for k, v in workload.env)):
-        if "\0" in s:
-            raise UsageError(f"a NUL byte in the guest workload's command or environment ({s!r}): remove it")
     env = [f"{k}={v}" for k, v in workload.env]
     if not any(k == "PATH" for k, _ in workload.env):
         env.append("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
     req = {
-        "argv": b"".join(a.encode() + b"\0" for a in workload.argv),
-        "env": b"".join(e.encode() + b"\0" for e in env),
-        "cwd": _abs(workload.cwd).encode(),
+        "argv": _strings([_guest_arg(a, workload) for a in workload.argv], "workload's command"),
+        "env": _strings(env, "workload's environment"),
+        "cwd": _in_guest(workload.cwd, workload).encode(),
     }
+    if workload.service is not None:
+        req.update(_service_request(workload.service, workload))
     if workload.kallsyms:
         req["kallsyms"] = b""
+    if workload.root == "host":
+        req["hostroot"] = b""
+        req["prefetch"] = _strings([*PREFETCH, *_host_files(workload)], "file list")
+        if workload.maps:
+            req["maps"] = "".join(f"{_map_text(a)}|{_map_text(b)}\n" for a, b in workload.maps).encode()
+    if workload.modules:
+        req["modules"] = "".join(f"{name}\n" for name in module_files(workload.modules)).encode()
     return req
 
 
+def _map_text(path: str) -> str:
+    if any(c in path for c in "|\n\0"):
+        raise UsageError(f"the path {path!r} cannot be shown in the guest (it holds '|' or a newline): rename it")
+    return path
+
+
+def _service_request(svc: Service, workload: Workload) -> dict[str, bytes]:
+    """The server's part of the request: command, directory, port, readiness deadline, CPUs."""
+    if not svc.argv:
+        raise UsageError("workload.service.argv is empty; name the server to start")
+    cwd = _in_guest(svc.cwd, workload, workload.cwd)
+    out = {"svc_argv": _strings([_guest_arg(a, workload) for a in svc.argv], "service's command"),
+           "svc_cwd": cwd.encode(), "svc_ready_s": f"{svc.ready_s:g}".encode()}
+    if svc.port is not None:
+        out["svc_port"] = str(svc.port).encode()
+    if svc.cpus:
+        out["svc_cpus"] = svc.cpus.encode()
+    return out
+
+
 def _host_files(workload: Workload) -> list[str]:
-    """Absolute host paths to copy: argv[0] when it is a host file, the extra files and ELF deps."""
+    """Absolute host paths to copy: the programs (and a script's interpreter), the extra files, ELF deps."""
     wanted: list[str] = []
-    exe = _resolve_exe(workload)
-    if exe:
-        wanted.append(exe)
+    cwd = _abs(workload.cwd)
+    for argv, where in ((workload.argv, cwd),
+                        *(((workload.service.argv, os.path.join(cwd, workload.service.cwd)),)
+                          if workload.service else ())):
+        exe = _resolve_exe(argv, where, workload.env)
+        if exe:
+            wanted.extend((exe, *_interpreter(exe)))
     for f in workload.files:
-        p = f if f.startswith("/") else os.path.join(_abs(workload.cwd), f)
+        p = os.path.join(cwd, f)
         if not os.path.exists(p):
             raise UsageError(f"guest file {f!r} does not exist on the host: fix the path in files")
         wanted.extend(_walk(os.path.normpath(p)))
@@ -192,16 +335,32 @@ def _host_files(workload: Workload) -> list[str]:
     return list(dict.fromkeys(wanted + deps))
 
 
-def _resolve_exe(workload: Workload) -> str | None:
-    arg0 = workload.argv[0] if workload.argv else ""
+def _resolve_exe(argv: tuple[str, ...], cwd: str, env: tuple[tuple[str, str], ...]) -> str | None:
+    arg0 = argv[0] if argv else ""
     if "/" in arg0:
-        p = arg0 if arg0.startswith("/") else os.path.join(_abs(workload.cwd), arg0)
+        p = os.path.join(cwd, arg0)
         return os.path.normpath(p) if os.path.isfile(p) else None
-    path = dict(workload.env).get("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+    path = dict(env).get("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
     found = shutil.which(arg0, path=path)
     if found and os.path.realpath(found) == os.path.realpath(BUSYBOX):
         return None
     return found
+
+
+def _interpreter(path: str) -> list[str]:
+    """A script's interpreter (``#!/bin/bash``) when it is a host file: the guest needs it to run the script."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return []
+    if not head.startswith(b"#!"):
+        return []
+    words = head[2:].split(b"\n", 1)[0].split()
+    if not words:
+        return []
+    interp = words[0].decode(errors="replace")
+    return [interp] if os.path.isfile(interp) and os.path.realpath(interp) != os.path.realpath(BUSYBOX) else []
 
 
 def _walk(path: str) -> list[str]:
@@ -230,13 +389,40 @@ def _shared_libraries(path: str) -> list[str]:
     return libs
 
 
-def _add_host_file(files: dict[str, _Entry], path: str) -> None:
+def _add_host_file(files: dict[str, _Entry], path: str, at: str | None = None) -> None:
     try:
         st = os.stat(path)
         data = Path(path).read_bytes()
     except OSError as e:
         raise UsageError(f"cannot read guest file {path}: {e.strerror}; fix its path or permissions") from e
-    files[path] = _Entry(path, stat.S_IFREG | (st.st_mode & 0o7777), data)
+    at = at or path
+    files[at] = _Entry(at, stat.S_IFREG | (st.st_mode & 0o7777), data)
+
+
+def module_files(paths: tuple[str, ...]) -> dict[str, bytes]:
+    """Kernel modules as the guest's ``insmod`` loads them: uncompressed ``NAME.ko``, in the given order."""
+    out: dict[str, bytes] = {}
+    for path in paths:
+        name = os.path.basename(path)
+        try:
+            data = Path(path).read_bytes()
+        except OSError as e:
+            raise ToolError(f"cannot read kernel module {path}: {e.strerror}") from e
+        if name.endswith(".xz"):
+            data, name = lzma.decompress(data), name[:-3]
+        elif name.endswith(".gz"):
+            data, name = gzip.decompress(data), name[:-3]
+        elif name.endswith(".zst"):
+            data, name = _unzstd(path), name[:-4]
+        out[name] = data
+    return out
+
+
+def _unzstd(path: str) -> bytes:
+    done = subprocess.run(["zstd", "-dc", path], capture_output=True) if shutil.which("zstd") else None
+    if done is None or done.returncode != 0:
+        raise ToolError(f"cannot decompress kernel module {path}: install zstd")
+    return done.stdout
 
 
 def _cpio(entries: list[_Entry]) -> bytes:

@@ -12,9 +12,14 @@ Request keys (``kernel`` and ``argv`` required):
   result       where to write the result JSON (default: REQUEST.json's stem + ".result.json")
   cmdline      extra kernel command line ("")
   vcpus        1;  memory_mb  1024;  accel  "auto" | "tcg" | "kvm"
-  plugin       null, or {"cache": bool, "l1i": "32768:8:64", "l1d": ..., "ll": ...}
-  deterministic  true: under TCG, fixed RTC, no address/stack randomisation, icount with 1 vCPU
+  plugin       null, or {"cache": bool, "l1i": "32768:8:64", "l1d": ..., "ll": ...,
+                         "branch": bool, "coherence": bool}
+  deterministic  true: under TCG, fixed RTC, no address/stack randomisation, icount (SMP: CPUs onlined by init)
   cwd          "/";  env  {"NAME": "value"};  files  [host paths copied in]
+  root         "initramfs" (the workload's files copied in) or "host" (this machine's root over 9p)
+  maps         [[host directory, guest directory], ...]: shown at the guest path (the same on every side)
+  service      null, or {"argv": [...], "cwd": "/", "port": N, "ready_s": 10, "cpus": "1"}: a server
+               started in the guest before the workload (pinned to cpus, the workload to the others)
   timeout_s    300
   symbols      null; "guest" (the guest's /proc/kallsyms, fetched once per kernel and cached);
                or a System.map / vmlinux path: the top kernel symbols
@@ -23,14 +28,24 @@ Request keys (``kernel`` and ``argv`` required):
 
 Result keys:
   status, failure, console_tail, accel, vcpus_seen, guest_wall_s, host_wall_s,
+  service {"before": {user_s, sys_s, run_ns, syscr, syscw, procs}, "after": {...}} (with a service),
   deltas {"irq.TLB": n, "vmstat.pgfault": n, ...},
   windows [{"index", "vcpus", "insns_user", "insns_kernel",
             "cache": {"l1i"|"l1d"|"ll": {size, assoc, line, refs_user, refs_kernel,
-                                          misses_user, misses_kernel}}}],
+                                          misses_user, misses_kernel}},
+            "per_vcpu": [{"insns_user", "insns_kernel"}, ...],
+            "branches": {bc_user, bcm_user, bi_user, bim_user, bc_kernel, ..., unresolved} (branch model),
+            "coherence": {hitm_user, hitm_kernel, invalidations_user, invalidations_kernel} (coherence model)}],
   counts {"insns_user", "insns_kernel", and with the cache model
-          "l1i_refs_user", "l1i_misses_kernel", ... summed over windows},
-  symbols null or {"by_insns": [[name, insns, l1i_misses], ...], "by_l1i_misses": [...]}
-  (summed over windows).
+          "l1i_refs_user", "l1i_misses_kernel", ..., with the branch model "bc_user", "bcm_kernel", ...,
+          with the coherence model "hitm_user", "invalidations_kernel", ... summed over windows},
+  per_vcpu [{"insns_user", "insns_kernel"}, ...] per vCPU index, summed over windows,
+  symbols null or {"by_insns": [[name, insns, l1i_misses], ...], "by_l1i_misses": [...],
+                   "by_branch_misses": [[name, bc, bcm, bi, bim], ...] (branch model),
+                   "by_hitm": [[name, hitm, invalidations], ...] (coherence model)}
+  (summed over windows),
+  hitm_lines [{"line": "symbol+0xOFF" or "0xADDR", "vaddr", "paddr", "hitm", "invalidations", "vcpus"}, ...]
+  (coherence model: the data lines with the most HITM, kernel data named by symbol, summed over windows).
 """
 
 from __future__ import annotations
@@ -43,11 +58,12 @@ from dataclasses import asdict
 from pathlib import Path
 
 from perfab.errors import PerfabError, UsageError
-from perfab.kernel import qemu, tcg
+from perfab.kernel import initramfs, qemu, tcg
+from perfab.kernel.tcg import KernelSymbols
 
 GUEST_FAILURE_EXIT = 125
 KEYS = {"kernel", "argv", "result", "cmdline", "vcpus", "memory_mb", "accel", "plugin", "deterministic",
-        "cwd", "env", "files", "timeout_s", "symbols", "top", "cache_dir"}
+        "cwd", "env", "files", "timeout_s", "symbols", "top", "cache_dir", "root", "maps", "service"}
 
 
 def request_from_json(doc: dict) -> qemu.BootRequest:
@@ -74,28 +90,51 @@ def request_from_json(doc: dict) -> qemu.BootRequest:
         deterministic=bool(doc.get("deterministic", True)),
         cwd=str(doc.get("cwd", "/")), env=tuple((str(k), str(v)) for k, v in env.items()),
         files=tuple(str(f) for f in doc.get("files", ())), timeout_s=float(doc.get("timeout_s", 300)),
-        kallsyms=doc.get("symbols") == "guest", cache_dir=doc.get("cache_dir"))
+        kallsyms=doc.get("symbols") == "guest", cache_dir=doc.get("cache_dir"),
+        root=str(doc.get("root", "initramfs")), maps=tuple((str(a), str(b)) for a, b in doc.get("maps", ())),
+        service=_service(doc.get("service")))
 
 
-def result_to_json(res: qemu.BootResult, symbols: str | list | None, top: int) -> dict:
+def _service(doc: dict | None) -> initramfs.Service | None:
+    """The request's server, or None."""
+    if doc is None:
+        return None
+    try:
+        return initramfs.Service(argv=tuple(str(a) for a in doc["argv"]), cwd=str(doc.get("cwd") or "/"),
+                                 port=None if doc.get("port") is None else int(doc["port"]),
+                                 ready_s=float(doc.get("ready_s", 10.0)), cpus=doc.get("cpus"))
+    except (KeyError, TypeError, ValueError) as e:
+        raise UsageError(f"service in the launch request is not usable ({e}); give argv, and port, ready_s, "
+                         "cpus as numbers and a CPU list") from e
+
+
+def result_to_json(res: qemu.BootResult, symbols: KernelSymbols | None, top: int) -> dict:
     """The result document written beside the run."""
     return {
         "status": res.status, "failure": res.failure, "console_tail": res.console_tail,
         "accel": res.accel, "vcpus_seen": res.vcpus_seen, "guest_wall_s": res.guest_wall_s,
-        "host_wall_s": res.host_wall_s, "deltas": res.deltas,
+        "host_wall_s": res.host_wall_s, "deltas": res.deltas, "service": res.service or None,
         "windows": [_window_json(w) for w in res.records],
         "counts": summed_counts(res.records),
-        "symbols": _symbols_json(symbols, res.records, top) if symbols and res.records else None,
+        "per_vcpu": summed_per_vcpu(res.records),
+        "symbols": _symbols_json(symbols.text, res.records, top) if symbols and res.records else None,
+        "hitm_lines": _lines_json(symbols.data if symbols else [], res.records, top),
     }
 
 
 def _window_json(w: tcg.Window) -> dict:
-    return {"index": w.index, "vcpus": w.vcpus, "insns_user": w.insns_user,
-            "insns_kernel": w.insns_kernel, "cache": {k: asdict(v) for k, v in w.cache.items()}}
+    body = {"index": w.index, "vcpus": w.vcpus, "insns_user": w.insns_user,
+            "insns_kernel": w.insns_kernel, "cache": {k: asdict(v) for k, v in w.cache.items()},
+            "per_vcpu": [{"insns_user": u, "insns_kernel": k} for u, k in w.per_vcpu]}
+    for model in ("branches", "coherence"):
+        if getattr(w, model) is not None:
+            body[model] = asdict(getattr(w, model))
+    return body
 
 
 def summed_counts(windows: tuple[tcg.Window, ...]) -> dict[str, int]:
-    """Counts over every window: insns_user/kernel and LEVEL_refs|misses_user|kernel."""
+    """Counts over every window: insns_user/kernel, LEVEL_refs|misses_user|kernel and the models' counts
+    (bc|bcm|bi|bim_user|kernel, hitm|invalidations_user|kernel)."""
     out: dict[str, int] = {}
     for w in windows:
         out["insns_user"] = out.get("insns_user", 0) + w.insns_user
@@ -104,15 +143,59 @@ def summed_counts(windows: tuple[tcg.Window, ...]) -> dict[str, int]:
             for kind in ("refs_user", "refs_kernel", "misses_user", "misses_kernel"):
                 key = f"{level}_{kind}"
                 out[key] = out.get(key, 0) + getattr(c, kind)
+        for model in (w.branches, w.coherence):
+            for key, value in (asdict(model) if model is not None else {}).items():
+                if key != "unresolved":
+                    out[key] = out.get(key, 0) + value
     return out
 
 
-def _symbols_json(source: str | list, windows: tuple[tcg.Window, ...], top: int) -> dict:
-    merged = tcg.Window(index=0, vcpus=windows[0].vcpus, insns_user=0, insns_kernel=0,
-                        kernel_tbs=tuple(tb for w in windows for tb in w.kernel_tbs))
+def summed_per_vcpu(windows: tuple[tcg.Window, ...]) -> list[dict[str, int]]:
+    """User and kernel instructions of each vCPU index over every window."""
+    sums: list[list[int]] = []
+    for w in windows:
+        for i, (user, kernel) in enumerate(w.per_vcpu):
+            if i == len(sums):
+                sums.append([0, 0])
+            sums[i][0] += user
+            sums[i][1] += kernel
+    return [{"insns_user": u, "insns_kernel": k} for u, k in sums]
+
+
+def _symbols_json(source: list, windows: tuple[tcg.Window, ...], top: int) -> dict:
+    first = windows[0]
+    merged = tcg.Window(index=0, vcpus=first.vcpus, insns_user=0, insns_kernel=0,
+                        kernel_tbs=tuple(tb for w in windows for tb in w.kernel_tbs),
+                        branches=first.branches, coherence=first.coherence,
+                        kernel_tb_branches=tuple(tb for w in windows for tb in w.kernel_tb_branches),
+                        kernel_tb_coherence=tuple(tb for w in windows for tb in w.kernel_tb_coherence))
     by_insns, by_misses = tcg.symbolize(source, merged, top=top)
-    return {"by_insns": [[s.name, s.insns, s.l1i_misses] for s in by_insns],
+    body = {"by_insns": [[s.name, s.insns, s.l1i_misses] for s in by_insns],
             "by_l1i_misses": [[s.name, s.insns, s.l1i_misses] for s in by_misses]}
+    for key, rows in tcg.symbolize_events(source, merged, top=top).items():
+        body[key] = [[s.name, *s.counts] for s in rows]
+    return body
+
+
+def _lines_json(data: list, windows: tuple[tcg.Window, ...], top: int) -> list[dict]:
+    """The data lines with the most HITM over every window (summed by physical line), named."""
+    merged: dict[int, tcg.DataLine] = {}
+    for line in (line for w in windows for line in w.hitm_lines):
+        seen = merged.get(line.paddr)
+        merged[line.paddr] = line if seen is None else tcg.DataLine(
+            seen.vaddr, seen.paddr, seen.hitm + line.hitm, seen.invalidations + line.invalidations,
+            tuple(sorted(set(seen.vcpus) | set(line.vcpus))))
+    ranked = sorted(merged.values(), key=lambda d: (-d.hitm, -d.invalidations, d.paddr))[:top]
+    return [{"line": name, **asdict(line)} for name, line in tcg.name_lines(data, tuple(ranked))]
+
+
+def _kernel_symbols(source: str | None, res: qemu.BootResult) -> KernelSymbols | None:
+    """The request's symbols: the guest's kallsyms ("guest"), a System.map or vmlinux path, or none."""
+    if source == "guest":
+        text = res.kallsyms.decode("utf-8", "replace")
+        found = KernelSymbols(tcg.parse_symbols(text), tcg.data_symbols(text))
+        return found if found.text else None
+    return KernelSymbols(*tcg.load_kernel_symbols(source)) if source else None
 
 
 def run(request_path: str, stdout=None, stderr=None) -> int:
@@ -126,9 +209,7 @@ def run(request_path: str, stdout=None, stderr=None) -> int:
         req = request_from_json(doc)
         result_path = Path(doc.get("result") or Path(request_path).with_suffix(".result.json"))
         res = qemu.boot(req)
-        symbols = doc.get("symbols")
-        if symbols == "guest":
-            symbols = tcg.parse_symbols(res.kallsyms.decode("utf-8", "replace")) or None
+        symbols = _kernel_symbols(doc.get("symbols"), res) if res.records else None
         body = result_to_json(res, symbols, int(doc.get("top", 20)))
     except (OSError, ValueError) as e:
         err.write(f"perfab.kernel.launch: cannot use {request_path}: {e}\n".encode())
@@ -140,6 +221,8 @@ def run(request_path: str, stdout=None, stderr=None) -> int:
     err.write(res.stderr)
     if res.failure:
         err.write(f"perfab.kernel.launch: {res.failure}\n".encode())
+    if res.service_log and (res.failure or res.status):
+        err.write(b"perfab.kernel.launch: the end of the service's log:\n" + res.service_log[-2000:] + b"\n")
     _write_json(result_path, body)
     return GUEST_FAILURE_EXIT if res.failure else int(res.status or 0) & 0xFF
 

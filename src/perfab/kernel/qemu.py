@@ -15,13 +15,14 @@ serialised.  ``deterministic=True`` (the default) also removes what varies
 between identical boots: the guest's real-time clock follows the virtual
 clock (``-rtc clock=vm`` from a fixed date), user-space address
 randomisation and the per-syscall kernel stack offset are off
-(``norandmaps randomize_kstack_offset=off``) and, with one vCPU, guest time
-follows the instruction count (``-icount shift=0,sleep=off``).  Measured on
-Debian's 6.1 kernel: five identical 1-vCPU boots count exactly the same
-instructions; without icount, kernel counts spread by about 1.5%.  QEMU 7.2
-hangs bringing up a second vCPU under icount, so SMP guests run without it
-and their timer interrupts follow host time.  Under TCG the guest's wall
-time is emulation time, not the CPU's.
+(``norandmaps randomize_kstack_offset=off``) and guest time follows the
+instruction count (``-icount shift=0,sleep=off``).  QEMU 7.2 hangs when a
+kernel brings up its secondary CPUs at boot under icount, but not when they
+are onlined later: an SMP guest boots with ``maxcpus=1`` and its init
+onlines the others through sysfs before the workload.  Measured on Debian's
+6.1 kernel: identical boots count exactly the same instructions, with one
+vCPU or several; without icount, kernel counts spread by about 1.5-2%.
+Under TCG the guest's wall time is emulation time, not the CPU's.
 """
 
 from __future__ import annotations
@@ -38,15 +39,20 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
+from perfab import scratch
 from perfab.errors import ToolError, UsageError
-from perfab.kernel import guestresult, image, initramfs, tcg
+from perfab.kernel import guestresult, image, initramfs, modules, tcg
 
 QEMU = "qemu-system-x86_64"
 PLUGIN_DIR = Path(__file__).resolve().parents[3] / "native" / "tcg"
 BASE_CMDLINE = "console=ttyS0 quiet panic=-1 rdinit=/init nokaslr"  # quiet: a serial console costs emulated time per byte
 DETERMINISTIC_CMDLINE = "norandmaps randomize_kstack_offset=off"
+ONE_CPU_AT_BOOT = "maxcpus=1"  # under icount QEMU 7.2 hangs bringing up CPUs at boot; the init onlines them
 FIXED_RTC = "clock=vm,base=2024-01-01T00:00:00"
 TAIL_LINES = 40
+HOST_ROOT_DEVICE = [  # this machine's / shared read-only over virtio-9p (root = "host"); the guest overlays a tmpfs
+    "-fsdev", "local,id=perfabroot,path=/,security_model=none,readonly=on,multidevs=remap",
+    "-device", f"virtio-9p-pci,fsdev=perfabroot,mount_tag={initramfs.HOST_ROOT_TAG}"]
 WORKLOAD_START = b"perfab: workload start"  # the init's console line before the launcher runs
 
 
@@ -58,6 +64,8 @@ class PluginOptions:
     l1i: str = "32768:8:64"  # L1i size:assoc:line in bytes
     l1d: str = "32768:8:64"  # L1d size:assoc:line in bytes
     ll: str = "8388608:16:64"  # LL size:assoc:line in bytes
+    branch: bool = False  # cachegrind's branch predictor: conditional and indirect branches and misses
+    coherence: bool = False  # private L1d per vCPU with MESI: HITM and invalidations, by symbol and data line
 
 
 @dataclass(frozen=True)
@@ -74,10 +82,13 @@ class BootRequest:
     cwd: str = "/"  # the workload's working directory in the guest
     env: tuple[tuple[str, str], ...] = ()  # the workload's environment (PATH added when absent)
     files: tuple[str, ...] = ()  # host files/directories copied in at the same paths
+    root: str = "initramfs"  # "initramfs": the workload's files copied in; "host": this machine's root over 9p
+    maps: tuple[tuple[str, str], ...] = ()  # (host directory, guest directory): shown at the guest path
+    service: initramfs.Service | None = None  # a server started in the guest before the workload
     timeout_s: float = 300.0  # kill the guest past this much host wall time
     kallsyms: bool = False  # also return the guest kernel's text symbols (sent once per kernel, then cached)
     direct: bool = True  # boot the vmlinux inside a bzImage directly (PVH) when the kernel allows
-    deterministic: bool = True  # TCG: fixed RTC, no address/stack randomisation, icount with 1 vCPU
+    deterministic: bool = True  # TCG: fixed RTC, no address/stack randomisation, icount (SMP: maxcpus=1, init onlines)
     cache_dir: str | None = None  # initramfs and helper cache; None: ~/.cache/perfab/kernel
 
 
@@ -98,6 +109,8 @@ class BootResult:
     records: tuple[tcg.Window, ...] = ()  # plugin windows, one per start/stop marker pair
     deltas: dict[str, int] = field(default_factory=dict)  # irq.NAME / vmstat.NAME deltas over the workload
     kallsyms: bytes = b""  # "ADDR TYPE NAME" text symbols from the guest, when asked for
+    service: dict[str, dict[str, float]] = field(default_factory=dict)  # "before"/"after" -> the server's usage
+    service_log: bytes = b""  # the end of the server's output
 
 
 def default_cache() -> Path:
@@ -131,7 +144,7 @@ def probe_kvm(timeout_s: float = 3.0) -> bool:
     """True when a tiny guest runs to its end under KVM within ``timeout_s`` (cached per process)."""
     if not os.access("/dev/kvm", os.R_OK | os.W_OK) or not shutil.which(QEMU):
         return False
-    with tempfile.TemporaryDirectory(prefix="perfab-kvm-") as tmp:
+    with scratch.owned("kvm") as tmp:
         image = Path(tmp) / "probe.bin"
         image.write_bytes(_probe_payload())
         cmd = [QEMU, "-nodefaults", "-no-user-config", "-display", "none", "-accel", "kvm",
@@ -144,9 +157,7 @@ def probe_kvm(timeout_s: float = 3.0) -> bool:
 
 def plugin_path(cache: Path | None = None) -> Path:
     """``perfab_tcg.so``, compiled from native/tcg into the cache on first use."""
-    sources = [PLUGIN_DIR / "perfab_tcg.c", PLUGIN_DIR / "qemu_plugin_api.h"]
-    if not all(p.is_file() for p in sources):
-        raise ToolError(f"the TCG plugin's source is missing under {PLUGIN_DIR}: run from a perfab checkout")
+    sources = plugin_sources()
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
     cache = cache or default_cache()
     target = cache / f"perfab_tcg-{digest}.so"
@@ -160,7 +171,8 @@ def plugin_path(cache: Path | None = None) -> Path:
     os.close(fd)
     try:
         proc = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-o", tmp,
-                               str(sources[0])], capture_output=True, text=True, timeout=120)
+                               *(str(p) for p in sources if p.suffix == ".c")],
+                              capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
             raise ToolError(f"cannot build the TCG plugin: {proc.stderr.strip()[:300]}")
         os.replace(tmp, target)
@@ -169,12 +181,24 @@ def plugin_path(cache: Path | None = None) -> Path:
     return target
 
 
+def plugin_sources() -> list[Path]:
+    """The plugin's C sources and headers under native/tcg, in a fixed order."""
+    sources = sorted(PLUGIN_DIR.glob("*.[ch]"))
+    if not any(p.name == "perfab_tcg.c" for p in sources):
+        raise ToolError(f"the TCG plugin's source is missing under {PLUGIN_DIR}: run from a perfab checkout")
+    return sources
+
+
 def _plugin_arg(opts: PluginOptions, out: Path, cache: Path) -> str:
     def esc(s: str) -> str:
         return s.replace(",", ",,")
     parts = [f"file={esc(str(plugin_path(cache)))}", f"out={esc(str(out))}"]
     if opts.cache:
         parts += ["cache=on", f"l1i={opts.l1i}", f"l1d={opts.l1d}", f"ll={opts.ll}"]
+    elif opts.coherence:
+        parts.append(f"l1d={opts.l1d}")
+    parts += ["branch=on"] if opts.branch else []
+    parts += ["coherence=on"] if opts.coherence else []
     return ",".join(parts)
 
 
@@ -226,10 +250,11 @@ def qemu_command(req: BootRequest, accel: str, archive: Path, work: Path, cache:
         cmd += ["-accel", "tcg,thread=single"]
         if req.deterministic:
             cmd += ["-rtc", FIXED_RTC]
-            if req.vcpus == 1:
-                cmd += ["-icount", "shift=0,sleep=off"]
+            cmd += ["-icount", "shift=0,sleep=off"]
     if req.plugin is not None and accel == "tcg":
         cmd += ["-plugin", _plugin_arg(req.plugin, work / "plugin.jsonl", cache)]
+    if req.root == "host":
+        cmd += HOST_ROOT_DEVICE
     return cmd
 
 
@@ -238,6 +263,8 @@ def kernel_cmdline(req: BootRequest, accel: str) -> str:
     parts = [BASE_CMDLINE]
     if req.deterministic and accel == "tcg":
         parts.append(DETERMINISTIC_CMDLINE)
+        if req.vcpus > 1:
+            parts.append(ONE_CPU_AT_BOOT)
     parts.append(req.cmdline)
     return " ".join(p for p in parts if p)
 
@@ -248,11 +275,13 @@ def boot(req: BootRequest) -> BootResult:
     cache = Path(req.cache_dir) if req.cache_dir else default_cache()
     known_syms = image.cached_kallsyms(req.kernel, cache) if req.kallsyms else None
     workload = initramfs.Workload(argv=tuple(req.argv), cwd=req.cwd, env=tuple(req.env),
-                                  files=tuple(req.files), kallsyms=req.kallsyms and known_syms is None)
+                                  files=tuple(req.files), kallsyms=req.kallsyms and known_syms is None,
+                                  service=req.service, root=req.root, maps=tuple(req.maps),
+                                  modules=modules.for_host_root(req.kernel) if req.root == "host" else ())
     archive = initramfs.build(workload, cache)
     accel = choose_accel(req)
-    with tempfile.TemporaryDirectory(prefix="perfab-boot-") as tmp:
-        work = Path(tmp)
+    scratch.sweep()  # what killed launchers left (their QEMU stopped first)
+    with scratch.owned("boot") as work:
         cmd = qemu_command(req, accel, archive, work, cache)
         start = time.monotonic()
         code, timed_out, to_workload = _run_group(cmd, req.timeout_s, work / "qemu.stderr",
@@ -279,6 +308,7 @@ def _run_group(cmd: list[str], timeout_s: float, stderr_path: Path,
                                     start_new_session=True)
         except OSError as e:
             raise ToolError(f"cannot start {cmd[0]}: {e.strerror}; install qemu-system-x86") from e
+        scratch.record_child(stderr_path.parent, proc.pid)  # its own session: a sweep stops it if we are killed
         start = time.monotonic()
         try:
             while True:
@@ -337,12 +367,18 @@ def _collect(req: BootRequest, work: Path, accel: str, code: int | None, timed_o
     status, wall = guestresult.parse_status(sections.get("status", b""))
     failure = guestresult.failure(sections, status, console, code, timed_out, req.timeout_s,
                                   guestresult.read_text(work / "qemu.stderr"))
+    seen = guestresult.int_or_none(sections.get("cpus", b""))
+    if failure is None and seen is not None and seen < req.vcpus and ONE_CPU_AT_BOOT in kernel_cmdline(req, accel):
+        failure = (f"the guest brought up {seen} of {req.vcpus} vCPUs: a deterministic SMP guest boots with "
+                   f"{ONE_CPU_AT_BOOT} and its init onlines the others through /sys; build the kernel with "
+                   "CONFIG_SYSFS=y and CONFIG_SMP=y")
     return BootResult(
         status=status if failure is None else None,
         stdout=sections.get("stdout", b""), stderr=sections.get("stderr", b""),
         guest_wall_s=wall, host_wall_s=host_wall, to_workload_s=to_workload, accel=accel,
-        vcpus_seen=guestresult.int_or_none(sections.get("cpus", b"")),
+        vcpus_seen=seen,
         failure=failure, console_tail=tail, records=records, kallsyms=sections.get("kallsyms", b""),
+        service=guestresult.parse_service(sections.get("service", b"")), service_log=sections.get("service.log", b""),
         deltas={**guestresult.interrupt_deltas(sections.get("irq0", b""), sections.get("irq1", b"")),
                 **guestresult.vmstat_deltas(sections.get("vm0", b""), sections.get("vm1", b""))})
 

@@ -9,6 +9,7 @@ System.map found beside it in /boot), or one built from source by
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 from dataclasses import dataclass
@@ -28,6 +29,29 @@ class KernelImage:
     symbols: Path | None  # System.map or vmlinux naming its code; None: counts are not attributed to symbols
     label: str  # how reports name it, e.g. "vmlinuz-6.1.0-56-amd64" or "built 3f2a91c0d4e1"
     vmlinux: Path | None = None  # the ELF image with symbols, for `perfab size` (built kernels)
+    cmdline: str = ""  # the side's own command line, placeholders expanded (perfab adds its options before it)
+    config: Path | None = None  # the resolved .config it was built from; None: a prebuilt image
+
+    def identity(self) -> dict:
+        """What the session stores of the kernel a side booted: image path and SHA-256, release, command line, and
+        the .config's SHA-256 for a built kernel (``perfab.run.session`` refuses a resume whose image changed)."""
+        from perfab.kernel.image import describe
+
+        try:
+            release = describe(self.image).release
+        except (OSError, ValueError):
+            release = None
+        return {"image": str(self.image), "sha256": _sha256(self.image), "release": release,
+                "cmdline": self.cmdline, "label": self.label,
+                "config_sha256": _sha256(self.config) if self.config is not None else None}
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def resolve_kernel(variant: Variant, cache_root: Path, say) -> KernelImage:
@@ -41,14 +65,14 @@ def resolve_kernel(variant: Variant, cache_root: Path, say) -> KernelImage:
     if not image.is_file():
         raise UsageError(f"side {variant.name!r}: kernel image {k.image} not found; install linux-image-amd64 "
                          "or fix variant.kernel.image")
-    symbols = Path(k.symbols) if k.symbols else _system_map(image)
+    symbols = Path(k.symbols) if k.symbols else system_map(image)
     if symbols is not None and not symbols.is_file():
         raise UsageError(f"side {variant.name!r}: kernel symbols {symbols} not found; "
                          "fix variant.kernel.symbols (a System.map or vmlinux)")
-    return KernelImage(image, symbols, image.name)
+    return KernelImage(image, symbols, image.name, cmdline=k.cmdline)
 
 
-def _system_map(image: Path) -> Path | None:
+def system_map(image: Path) -> Path | None:
     """``/boot/System.map-VERSION`` beside ``/boot/vmlinuz-VERSION``, when it is there and names code.
 
     Debian ships a one-line stub there (the real map is in the -dbg package):
@@ -68,7 +92,8 @@ def _built(variant: Variant, cache_root: Path, say) -> KernelImage:
     from perfab.kernel.build import build_kernel
 
     art = build_kernel(kernel_request(variant), cache_root, say)
-    return KernelImage(Path(art.bzimage), Path(art.system_map), f"built {art.key[:12]}", Path(art.vmlinux))
+    return KernelImage(Path(art.bzimage), Path(art.system_map), f"built {art.key[:12]}", Path(art.vmlinux),
+                       variant.kernel.cmdline, Path(art.config))
 
 
 def kernel_request(variant: Variant):
@@ -94,18 +119,23 @@ def check_sides(variants, cache_root: Path, say) -> None:
 KVM_BOOT_S = 30.0  # a kernel boots to its init in about a second under KVM; this long means it never will
 
 
-def choose_accel(asked: str, say, kernel: KernelImage | None = None, cache_root: Path = Path(".perfab/kernel")) -> str:
+def choose_accel(asked: str, say, kernel: KernelImage | None = None, cache_root: Path = Path(".perfab/kernel"),
+                 plugin: str | None = None) -> str:
     """``kvm`` or ``tcg``: as asked, or with ``auto`` KVM only where a side's kernel boots under it.
 
     The device can open and a tiny image run under KVM while a nested
     guest's kernel hangs after the BIOS, so ``auto`` boots ``kernel`` itself
-    under KVM (``KVM_BOOT_S`` at most) before it trusts KVM.  No QEMU is a
-    usage error.
+    under KVM (``KVM_BOOT_S`` at most) before it trusts KVM; ``plugin`` names
+    what needs perfab's TCG plugin (``measure.cache_sim``), which makes
+    ``auto`` emulate.  No QEMU is a usage error.
     """
     if shutil.which("qemu-system-x86_64") is None:
         raise UsageError("no qemu-system-x86_64 on this machine; install qemu-system-x86 (make sysdeps)")
     if asked == "tcg":
         say("guest: TCG (as measure.accel asks)")
+        return "tcg"
+    if asked == "auto" and plugin:
+        say(f"guest: TCG ({plugin} needs perfab's TCG plugin, which runs only under TCG)")
         return "tcg"
     problem = _kvm_problem(kernel, cache_root)
     if asked == "kvm" and problem:
@@ -141,7 +171,7 @@ def launch_request(kernel: KernelImage, variant: Variant, measure: Measure, acce
     return {
         "kernel": str(kernel.image), "symbols": str(kernel.symbols) if kernel.symbols else "guest",
         "cache_dir": str(Path(cache_root, "guest").resolve()),
-        "cmdline": variant.kernel.cmdline, "vcpus": measure.vcpus, "memory_mb": measure.memory_mb, "accel": accel,
+        "cmdline": kernel.cmdline, "vcpus": measure.vcpus, "memory_mb": measure.memory_mb, "accel": accel,
         "plugin": plugin, "argv": list(argv), "env": dict(variant.env), "files": list(measure.files),
         "top": TOP_SYMBOLS, "result": str(result), "timeout_s": deadline_s,
     }
@@ -154,7 +184,7 @@ def plan_lines(variants, measure: Measure, cache_root: Path) -> list[str]:
     for v in variants:
         k = v.kernel
         if k.image is not None:
-            what = f"boots {k.image}"
+            what = f"boots {k.image}{_release(k.image)}"
         else:
             from perfab.kernel.build import check_kernel
 
@@ -165,4 +195,27 @@ def plan_lines(variants, measure: Measure, cache_root: Path) -> list[str]:
                     f"{' ' + options if options else ''}{patches}): {plan.key[:12]}, "
                     f"{'cached, no build' if plan.cached else 'to build'}; boots it")
         lines.append(f"  kernel {v.name}: {what}, cmdline {k.cmdline!r}")
+        lines.append(f"    network {v.name}: {network(k)}")
     return lines
+
+
+def _release(image: str) -> str:
+    from perfab.kernel.image import describe
+
+    try:
+        release = describe(image).release
+    except (OSError, ValueError):
+        return ""
+    return f" (release {release})" if release else ""
+
+
+def network(k) -> str:
+    """What a guest of kernel ``k`` can reach: no network device ever; loopback only with NET and INET
+    (perfab adds both to a tinyconfig; a side may turn them off)."""
+    from perfab.kernel.config import GUEST_OPTIONS
+
+    options = {**(GUEST_OPTIONS if k.base == "tinyconfig" else {}), **dict(k.config)}
+    if k.image is None and not (options.get("NET") == "y" and options.get("INET") == "y"):
+        return ('none: the guest has no network device, and this kernel no network stack (a workload that '
+                'opens a socket fails); keep config NET = "y", INET = "y" for loopback')
+    return "loopback only: the guest has no network device, so nothing outside it can be reached"

@@ -79,6 +79,11 @@ def identify(source: str | None, ref: str | None, cache_root: Path) -> str:
     """The source's identity string, reading as little as the memo allows."""
     path = _source_path(source)
     if ref is not None:
+        if path.is_file() or not (path / ".git").exists() and not (path / "HEAD").is_file():
+            what = "a tarball" if path.is_file() else "a directory that is no git repository"
+            default = " (the default source, Debian's linux-source)" if source is None else ""
+            raise UsageError(f"variant.kernel.ref = {ref!r} names a git commit, but the source {path}{default} is "
+                             f"{what}; set variant.kernel.source to a git clone of Linux, or remove ref")
         return f"git:{_commit(path, ref)}"
     if path.is_file():
         return f"tar:{_memo(cache_root, 'file', _stat_sig([path]), lambda: _file_sha256(path))}:{path.stat().st_size}"

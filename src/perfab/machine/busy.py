@@ -23,6 +23,12 @@ zero); over many runs the sampling is unbiased, and the sums are kept
 unclipped for that reason.  Above ``OTHER_SHARE_LIMIT`` or
 ``STEAL_SHARE_LIMIT`` the report's SETUP warns.
 
+The fork server reads both ends of each window itself, right before it
+forks the workload and right after it reaps it, with the CPU time perfab
+and the server used in between (``CpuWindow``, carried by the run's
+reply); without the server perfab reads them around the spawn
+(``WindowReader``).
+
 The sums are stored in the session's environment snapshot under ``busy.*``
 (added when the session ends; a resumed session adds to them).
 """
@@ -34,6 +40,7 @@ import resource
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 OTHER_SHARE_LIMIT = 0.10  # other work above 10% of the CPUs' time during the runs: warn
 STEAL_SHARE_LIMIT = 0.02  # steal above 2% of the CPUs' time: warn
@@ -65,11 +72,25 @@ def parse_cpu_line(first: bytes) -> CpuStat | None:
     if len(fields) < 9 or fields[0] != b"cpu":
         return None
     try:
-        user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
+        return cpu_stat([int(x) for x in fields[1:9]])
     except ValueError:
         return None
+
+
+def cpu_stat(ticks: Sequence[int]) -> CpuStat:
+    """The line's first eight counters (user, nice, system, idle, iowait, irq, softirq, steal; clock ticks)."""
+    user, nice, system, idle, iowait, irq, softirq, steal = ticks[:8]
     busy = user + nice + system + irq + softirq
     return CpuStat(busy * _TICK_S, steal * _TICK_S, (busy + idle + iowait + steal) * _TICK_S)
+
+
+@dataclass(frozen=True)
+class CpuWindow:
+    """The machine's CPU counters at both ends of one run, and the harness's own CPU time between them."""
+
+    before: CpuStat  # right before the workload was started
+    after: CpuStat  # right after it was reaped
+    harness_s: float  # CPU time perfab (and its fork server) used between the two readings
 
 
 class _StatFile:
@@ -156,28 +177,43 @@ def _pct(share: float) -> str:
     return f"{100 * share:.1f}%"
 
 
-class BusyMeter:
-    """Sums other work over run windows: ``start()`` before a run, ``stop(run_cpu_s)`` after it."""
+class WindowReader:
+    """Reads a window from perfab itself: ``start()`` before a run, ``stop(token)`` after it (None unreadable)."""
 
     def __init__(self, root: Path = Path("/")):
-        self.root = root
-        self.total = Busy(0.0, 0.0, 0.0, 0)  # the sums so far
-        self._at: tuple[CpuStat, float] | None = None
         self._stat = _StatFile(root)
 
-    def start(self) -> None:
+    def start(self) -> tuple[CpuStat, float] | None:
         stat = self._stat.read()
-        self._at = None if stat is None else (stat, own_cpu_s())
+        return None if stat is None else (stat, own_cpu_s())
+
+    def stop(self, token: tuple[CpuStat, float] | None) -> CpuWindow | None:
+        after = self._stat.read() if token is not None else None
+        return None if after is None else CpuWindow(token[0], after, own_cpu_s() - token[1])
+
+
+class BusyMeter:
+    """Sums other work over run windows: ``add(window, run_cpu_s)`` per run (or ``start()`` before a run and
+    ``stop(run_cpu_s)`` after it, reading the window here)."""
+
+    def __init__(self, root: Path = Path("/")):
+        self.total = Busy(0.0, 0.0, 0.0, 0)  # the sums so far
+        self._reader = WindowReader(root)
+        self._at: tuple[CpuStat, float] | None = None
+
+    def start(self) -> None:
+        self._at = self._reader.start()
 
     def stop(self, run_cpu_s: float | None) -> None:
         """End the window; ``run_cpu_s`` is the run's (and its service's) CPU time, None when unknown."""
-        if self._at is None:
+        at, self._at = self._at, None
+        self.add(self._reader.stop(at), run_cpu_s)
+
+    def add(self, window: CpuWindow | None, run_cpu_s: float | None) -> None:
+        """Add one run's window (None: unread); ``run_cpu_s`` is the run's and its service's CPU time."""
+        if window is None or run_cpu_s is None:
             return
-        (before, own_before), self._at = self._at, None
-        after = self._stat.read()
-        if after is None or run_cpu_s is None:
-            return
-        ours = own_cpu_s() - own_before + run_cpu_s
-        window = Busy(after.busy_s - before.busy_s - ours, after.steal_s - before.steal_s,
-                      after.total_s - before.total_s, 1)
-        self.total = self.total.add(window)
+        before, after = window.before, window.after
+        ours = window.harness_s + run_cpu_s
+        self.total = self.total.add(Busy(after.busy_s - before.busy_s - ours, after.steal_s - before.steal_s,
+                                         after.total_s - before.total_s, 1))

@@ -29,6 +29,12 @@ def read_interrupts(rows: tuple[str, ...], path: Path = Path("/proc/interrupts")
     return out
 
 
+def missing_rows(rows: tuple[str, ...], path: Path = Path("/proc/interrupts")) -> list[str]:
+    """The rows this machine's /proc/interrupts does not have ([] when it cannot be read: each run says so)."""
+    found = read_interrupts(rows, path)
+    return [] if found is None else [r for r in rows if r not in found]
+
+
 def interrupt_deltas(before: dict[str, int] | None, after: dict[str, int] | None,
                      rows: tuple[str, ...]) -> tuple[dict[str, float], dict[str, str]]:
     """(metrics, exclusions): ``interrupts.<ROW>`` counts over a run, or why a row could not be counted."""

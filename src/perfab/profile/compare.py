@@ -40,6 +40,7 @@ class ProfileRow:
     n_base: int  # baseline runs
     n_exp: int  # experiment runs
     p_value: float  # two-sided Welch p-value before multiplicity control
+    exact: bool = False  # every run of each side read one share (counted, not sampled): no test, any change is real
 
 
 class ProfileRows(list[ProfileRow]):
@@ -158,12 +159,19 @@ def compare_profiles(
             "no row is marked significant"
         )
     method = METHOD if fdr else "Welch t-test"
+    if any(r.exact for r in kept):
+        method = (f"{method} where shares vary; where every run of each side read the same share (counted, e.g. "
+                  f"kernel instructions), a change is exact and starred without a test")
     return ProfileRows(kept, dropped=len(rows) - len(kept), min_share=min_share, alpha=alpha,
                        method=method, warnings=warnings)  # fmt: skip
 
 
 def _judge(rows: list[ProfileRow], alpha: float, fdr: bool) -> list[ProfileRow]:
-    """``rows`` with ``significant`` set: Benjamini-Hochberg over all, or each p < alpha."""
-    p_values = [r.p_value for r in rows]
-    passed = benjamini_hochberg(p_values, alpha) if fdr else [p < alpha for p in p_values]
-    return [replace(r, significant=ok) for r, ok in zip(rows, passed)]
+    """``rows`` with ``significant`` set: Benjamini-Hochberg over the rows that vary, or each p < alpha; a row
+    whose runs read one share on each side (2+ runs each: counted, not sampled) is exact, starred when it moved."""
+    exact = [r.n_base >= 2 and r.n_exp >= 2 and r.base_rsd_pct == 0 and r.exp_rsd_pct == 0 for r in rows]
+    tested = [r for r, e in zip(rows, exact) if not e]
+    p_values = [r.p_value for r in tested]
+    passed = iter(benjamini_hochberg(p_values, alpha) if fdr else [p < alpha for p in p_values])
+    return [replace(r, exact=True, significant=r.delta_pp != 0) if e else replace(r, significant=next(passed))
+            for r, e in zip(rows, exact)]

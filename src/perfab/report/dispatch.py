@@ -22,8 +22,18 @@ def _render_html(doc: Report) -> str:
 RENDERERS["html"] = _render_html
 
 
-def render(analysis: Analysis, fmt: str = "text", absolute: bool = False) -> str:
-    """The report in format ``fmt``; ``absolute`` shows values, not % of the baseline, in 3+ side tables.
+def _render_lkp(doc: Report) -> str:
+    from perfab.report.lkp import render_lkp
+
+    return render_lkp(doc)
+
+
+RENDERERS["lkp"] = _render_lkp
+
+
+def render(analysis: Analysis, fmt: str = "text", absolute: bool = False, verbose: bool = False) -> str:
+    """The report in format ``fmt``; ``absolute`` shows values, not % of the baseline, in 3+ side tables;
+    ``verbose`` prints every note and warning of the text report (``perfab.report.notes``).
 
     Every format renders the one report document (``perfab.report.document``) built here."""
     try:
@@ -31,7 +41,7 @@ def render(analysis: Analysis, fmt: str = "text", absolute: bool = False) -> str
     except KeyError:
         raise UsageError(f"unknown report format {fmt!r}; use one of: {', '.join(FORMATS)}") from None
     doc = document(analysis)
-    return render_text(doc, absolute) if fmt == "text" else renderer(doc)
+    return render_text(doc, absolute, verbose) if fmt == "text" else renderer(doc)
 
 
 def regressions(analysis: Analysis) -> list[str]:

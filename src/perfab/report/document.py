@@ -22,9 +22,10 @@ from perfab.analyse.methods import ABSOLUTE, get_method
 from perfab.analyse.model import Analysis, Row, WorkloadInfo, compared
 from perfab.analyse.verdicts import Verdict
 from perfab.report.lines import clip
+from perfab.report.notes import FOLDED, KEY, MISSING, Note, diagnostic_rank, diagnostic_topic
 from perfab.report.numbers import fmt_pct, measured_rows, noise_range
 
-FORMAT_VERSION = 2  # the JSON report's format; raised when a field is added, changes meaning or goes away
+FORMAT_VERSION = 3  # the JSON report's format; raised when a field is added, changes meaning or goes away
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class Section:
     methods: tuple[MethodNote, ...]  # the methods that judged ``rows``, by name
     legend: tuple[str, ...]  # the notes under the table: directions, marks, tests, detectable effect
     problems: tuple[str, ...]  # failed and excluded runs, rows not compared, hidden metrics, diagnostics
+    notes: tuple[Note, ...] = ()  # legend and problems ranked for a compact report (``perfab.report.notes``)
 
 
 @dataclass(frozen=True)
@@ -77,8 +79,13 @@ def short(label: str) -> str:
 def _section(a: Analysis, info: WorkloadInfo) -> Section:
     rows = tuple(r for r in a.rows if r.workload == info.name and r.verdict != Verdict.NONE)
     methods = _methods(a, rows)
-    return Section(info, rows, compared(a, info.name), methods, tuple(_legend(a, rows, methods)),
-                   tuple(_problems(info, rows, a.rows)))
+    legend, problems = _legend(a, rows, methods), _problems(info, rows, a.rows)
+    shows = compared(a, info.name)
+    changed = _directions(tuple(r for r in rows if r.verdict == Verdict.CHANGE))  # better or worse: where it matters
+    notes = [Note(changed, "directions", KEY)] if changed and shows else []
+    notes += [n for n in legend if n.topic != "directions" and shows] + problems
+    return Section(info, rows, shows, methods, tuple(n.text for n in legend), tuple(n.text for n in problems),
+                   tuple(notes))
 
 
 def setup_lines(a: Analysis) -> list[str]:
@@ -86,7 +93,8 @@ def setup_lines(a: Analysis) -> list[str]:
     from perfab.machine import describe
     from perfab.plan import describe_order
 
-    lines = [f"  {line}" for line in describe(a.environment)]
+    kernels = booted_kernels(a)
+    lines = [f"  {_host_kernel(line) if kernels else line}" for line in describe(a.environment)]
     runs = ", ".join(f"{v} {a.runs_per_side.get(v, 0)}" for v in (a.baseline, *a.variants))
     if a.variants:
         lines.append(f"  sides    : baseline = {a.baseline}; experiment = {', '.join(a.variants)}")
@@ -98,6 +106,7 @@ def setup_lines(a: Analysis) -> list[str]:
         why = a.stop_reason or (a.decision.reason if a.decision is not None else "not run yet")
         lines.append(f"  stopping : runs = \"auto\", {seq.min_runs}..{seq.max_runs} per side; {why}")
     lines.append(f"  counted  : {counted(a)}")
+    lines += [f"  kernel   : {side} = {kernel_line(k)}" for side, k in kernels.items()]
     for variant, src in a.sources.items():
         if src.get("commit"):
             subject = f' ("{src["subject"]}")' if src.get("subject") else ""
@@ -107,6 +116,32 @@ def setup_lines(a: Analysis) -> list[str]:
     if a.sessions > 1:
         lines.append(f"  sessions : {a.sessions}")
     return lines
+
+
+def booted_kernels(a: Analysis) -> dict[str, dict]:
+    """Side -> the kernel its guests booted (``KernelImage.identity``, stored with the session), in side order."""
+    found = {side: (a.sources.get(side) or {}).get("kernel") for side in (a.baseline, *a.variants)}
+    return {side: k for side, k in found.items() if isinstance(k, dict)}
+
+
+def kernel_line(k: dict) -> str:
+    """A booted kernel in one line: image, release, hashes of the image and the built .config, command line."""
+    config = f", .config sha256 {str(k['config_sha256'])[:12]}" if k.get("config_sha256") else ""
+    cmdline = str(k.get("cmdline") or "").replace('"', '\\"')
+    return (f"{k.get('image')} (release {k.get('release') or 'unknown'}), sha256 {str(k.get('sha256'))[:12]}{config}, "
+            f'cmdline "{cmdline}"')
+
+
+def _host_kernel(line: str) -> str:
+    """The machine's kernel line, labelled as the host's when the sides booted kernels of their own."""
+    return f"Host kernel (ran QEMU): {line.removeprefix('Kernel: ')}" if line.startswith("Kernel: ") else line
+
+
+def profile_kind(a: Analysis) -> str:
+    """What a profile's shares are, as the backend that recorded them says (sampled time, counted instructions)."""
+    from perfab.run.backends import backend_type
+
+    return backend_type(a.backend).profile_kind
 
 
 def counted(a: Analysis) -> str:
@@ -123,28 +158,28 @@ def _methods(a: Analysis, rows: tuple[Row, ...]) -> tuple[MethodNote, ...]:
     return tuple(MethodNote(m, get_method(m).describe(a.confidence, seq)) for m in names)
 
 
-def _legend(a: Analysis, rows: tuple[Row, ...], methods: tuple[MethodNote, ...]) -> list[str]:
+def _legend(a: Analysis, rows: tuple[Row, ...], methods: tuple[MethodNote, ...]) -> list[Note]:
     """The notes under a table: directions, what the marks mean, the tests, the detectable effect."""
     if not a.variants:
-        return [f"Median of each point's runs with its {fmt_pct(a.confidence, digits=3)} distribution-free interval "
-                "(order statistics of the runs; binomial coverage)."]
-    lines = [_directions(rows)] if _directions(rows) else []
+        return [Note(f"Median of each point's runs with its {fmt_pct(a.confidence, digits=3)} distribution-free "
+                     "interval (order statistics of the runs; binomial coverage).", "intervals", KEY)]
+    lines = [Note(_directions(rows), "directions", KEY)] if _directions(rows) else []
     margins = sorted({r.margin for r in rows if r.estimate is not None})
     margin = "/".join(fmt_pct(m) for m in margins) or "0.1%"
     if [m.name for m in methods] == ["exact"]:
-        lines.append(f"{Verdict.CHANGE} = a difference beyond the margin (deterministic counts), "
-                     f"{Verdict.FLAT} = within +-{margin}.")
+        marks = (f"{Verdict.CHANGE} = a difference beyond the margin (deterministic counts), "
+                 f"{Verdict.FLAT} = within +-{margin}.")
     else:
-        lines.append(f"{Verdict.CHANGE} = beyond per-run noise{noise_range(list(rows))}, {Verdict.NS} = within noise, "
-                     f"{Verdict.FLAT} = within +-{margin}.")
-    lines.append(_method_note(a, methods, rows))
+        marks = (f"{Verdict.CHANGE} = beyond per-run noise{noise_range(list(rows))}, {Verdict.NS} = within noise, "
+                 f"{Verdict.FLAT} = within +-{margin}.")
+    lines += [Note(marks, "marks", KEY), Note(_method_note(a, methods, rows), "tests", FOLDED)]
     if any(r.estimate is not None and r.estimate.basis == ABSOLUTE for r in rows):
-        lines.append("Delta without %: the change in the metric's unit, where the baseline's median is 0 "
-                     "and no ratio exists.")
+        lines.append(Note("Delta without %: the change in the metric's unit, where the baseline's median is 0 "
+                          "and no ratio exists.", "Delta without %", FOLDED))
     mdes = [r.mde for r in measured_rows(list(rows)) if r.mde is not None and math.isfinite(r.mde)]
     if mdes:
-        lines.append(f"Minimum detectable effect at this n and noise (80% power): "
-                     f"{100 * min(mdes):.2f}..{100 * max(mdes):.2f}%.")
+        lines.append(Note(f"Minimum detectable effect at this n and noise (80% power): "
+                          f"{100 * min(mdes):.2f}..{100 * max(mdes):.2f}%.", "MDE", FOLDED))
     return lines
 
 
@@ -194,29 +229,33 @@ def _not_compared(r: Row) -> bool:
     return r.verdict == Verdict.NONE and all(d.kind == Kind.NO_SAMPLES for d in r.warnings)
 
 
-def _problems(info: WorkloadInfo, rows: tuple[Row, ...], rows_all: tuple[Row, ...]) -> list[str]:
+def _problems(info: WorkloadInfo, rows: tuple[Row, ...], rows_all: tuple[Row, ...]) -> list[Note]:
     """Failed and excluded runs, rows not compared, metrics left out, and each diagnostic with its rows."""
     lines = []
     for variant, reasons in info.failed.items():
         counts = Counter(reasons)
         detail = "; ".join(f"{n}x {why}" if n > 1 else why for why, n in counts.most_common())
-        lines.append(f"Failed runs on {variant}: {len(reasons)} ({detail})")
+        lines.append(Note(f"Failed runs on {variant}: {len(reasons)} ({detail})", "failed runs", MISSING))
     labels = {r.metric: short(r.label) for r in rows_all if r.workload == info.name}
     for (metric, reason), count in info.excluded.items():
-        lines.append(f"Excluded {labels.get(metric, metric)}: {reason} ({count} run{'s' if count != 1 else ''})")
+        lines.append(Note(f"Excluded {labels.get(metric, metric)}: {reason} ({count} run{'s' if count != 1 else ''})",
+                          "excluded runs", MISSING))
     mine = [r for r in rows_all if r.workload == info.name and r.verdict == Verdict.NONE]
     empty = [r.label for r in mine if _not_compared(r)]
     if empty:
-        lines.append(f"Not compared (no usable runs on a side): {', '.join(dict.fromkeys(empty))}")
+        lines.append(Note(f"Not compared (no usable runs on a side): {', '.join(dict.fromkeys(empty))}",
+                          "not compared", MISSING))
     if info.simulated:
-        lines.append(f"Not shown: {', '.join(info.simulated)}, timed by the workload under valgrind's simulated "
-                     "CPU (meaningless as time); --all shows them")
+        lines.append(Note(f"Not shown: {', '.join(info.simulated)}, timed by the workload under valgrind's "
+                          "simulated CPU (meaningless as time); --all shows them", "not shown", MISSING))
     if info.hidden:
-        lines.append(f"Not shown: {len(info.hidden)} parser metric(s) without a declared direction "
-                     f"({', '.join(info.hidden)}); --all shows them, or declare them with [[workload.metric]]")
+        lines.append(Note(f"Not shown: {len(info.hidden)} parser metric(s) without a declared direction "
+                          f"({', '.join(info.hidden)}); --all shows them, or declare them with [[workload.metric]]",
+                          "not shown", MISSING))
     grouped: dict = {}  # diagnostic -> labels (a baseline diagnostic comes once per variant)
     for r in [*rows, *(r for r in mine if not _not_compared(r))]:
         for d in r.warnings:
             grouped.setdefault(d, {})[short(r.label)] = None
-    lines += [f"{'/'.join(names)}: {d.text}" for d, names in grouped.items()]
+    lines += [Note(f"{'/'.join(names)}: {d.text}", diagnostic_topic(d), diagnostic_rank(d))
+              for d, names in grouped.items()]
     return lines

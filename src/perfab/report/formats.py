@@ -25,7 +25,7 @@ import re
 from perfab.analyse.compare import Row
 from perfab.analyse.diagnostics import Diagnostic
 from perfab.analyse.verdicts import Verdict
-from perfab.report.document import Report, mark
+from perfab.report.document import Report, booted_kernels, mark
 from perfab.report.numbers import centers, fmt_delta, fmt_value, noise_range
 
 _MD_SPECIAL = re.compile(r"([\\`*_<>\[\]|#])")
@@ -91,6 +91,7 @@ def render_json(report: Report) -> str:
         "alpha": a.alpha, "confidence": a.confidence, "fdr": a.fdr, "backend": a.backend,
         "groups": [list(g) for g in a.groups], "runs_per_side": a.runs_per_side, "order": a.order,
         "sessions": a.sessions, "environment": a.environment, "sources": a.sources,
+        "kernels": {side: _kernel(k) for side, k in booted_kernels(a).items()},
         "env_differences": [dict(variant=v, key=k, baseline=b, other=o) for v, k, b, o in a.env_differences],
         "warnings": [_diagnostic(w) for w in a.warnings], "notes": list(a.notes),
         "workloads": [dict(name=w.name, command=w.command, failed=w.failed,
@@ -102,6 +103,11 @@ def render_json(report: Report) -> str:
                       for x in a.summaries],
     }
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+
+
+def _kernel(k: dict) -> dict:
+    """A booted kernel as ``kernels`` carries it: exactly the schema's keys."""
+    return {key: k.get(key) for key in ("image", "sha256", "release", "cmdline", "config_sha256", "label")}
 
 
 def _row_dict(r: Row) -> dict:

@@ -34,7 +34,10 @@ class _Lines:
     """The lines of each kind of event."""
 
     def __init__(self, exp: Experiment, sources: dict, groups: tuple[tuple[str, ...], ...]):
+        from perfab.run.backends import declared
+
         self.exp, self.sources, self.groups = exp, sources, groups
+        self.in_guest = declared(exp.measure.backend).runs_service  # the service starts beside each run
 
     def of(self, event) -> list[str]:
         """The lines one event prints."""
@@ -71,12 +74,19 @@ class _Lines:
         svc = self.exp.workload(workload).service
         if svc is not None:
             argv = shlex.join(expand(a, values) for a in svc.argv)
-            port = f", wait for 127.0.0.1:{svc.port}" if svc.port else ""
-            lines.append(f"       > start service for {variant}: {argv}{port}")
+            if self.in_guest:
+                port = f", wait for 127.0.0.1:{svc.port} inside the guest" if svc.port else ""
+                cpus = f", pinned to vCPUs {svc.cpus}" if svc.cpus else ""
+                lines.append(f"       > service for {variant} in each run's guest, before the workload: {argv}"
+                             f"{port}{cpus}")
+            else:
+                port = f", wait for 127.0.0.1:{svc.port}" if svc.port else ""
+                lines.append(f"       > start service for {variant}: {argv}{port}")
         return lines
 
     def _leave(self, workload: str, variant: str, params) -> list[str]:
         values = self._values(workload, variant, params)
-        lines = [f"       < stop service of {variant}"] if self.exp.workload(workload).service is not None else []
+        hosted = self.exp.workload(workload).service is not None and not self.in_guest
+        lines = [f"       < stop service of {variant}"] if hosted else []
         lines += [f"       < teardown of {variant}: {expand(c, values)}" for c in self.exp.variant(variant).teardown]
         return lines

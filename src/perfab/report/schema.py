@@ -30,6 +30,10 @@ HISTORY = (
         "runs of a check row in the new `rows[].invalid_runs`. Why: a reader that gates on a report (a CI job, "
         "a dashboard) can select a diagnostic by its kind and read its numbers, instead of matching a "
         "sentence that may be reworded, and compare verdicts without parsing them"),
+    (3, "`kernels`: side -> the kernel its guests booted (image path, its SHA-256, release, the side's command "
+        "line, the built `.config`'s SHA-256 and a label), {} when the sides ran on this machine; `environment`'s "
+        "`kernel.*` settings are the host's, which ran QEMU. Why: a report of kernel sides named only the host's "
+        "kernel, so which kernels were compared was nowhere in it"),
 )
 
 _NUM = {"anyOf": [{"type": ["number", "null"]}, {"enum": ["inf", "-inf"]}]}  # _num: null for nan, strings for inf
@@ -149,6 +153,15 @@ SUMMARY = _obj({
     "per_thread": _num("median / thread count for rates in a thread sweep, else null"),
 }, "one side's median and interval at one point (sweeps and single-side experiments)")
 
+KERNEL = _obj({
+    "image": _typed("string", "the image file the side's guests booted"),
+    "sha256": _typed("string", "its SHA-256: the bytes booted"),
+    "release": _typed(["string", "null"], "the kernel's release, read from the image (null when unreadable)"),
+    "cmdline": _typed("string", "the side's own command line (perfab's console and init options come before it)"),
+    "config_sha256": _typed(["string", "null"], "SHA-256 of the .config it was built from; null for a prebuilt image"),
+    "label": _typed("string", "how the report names it: the image's file name, or `built` and the build's key"),
+}, "the kernel a side's guests booted (guest backend), as stored with the newest session")
+
 ENV_DIFFERENCE = _obj({
     "variant": _typed("string", "the side whose environment differs"),
     "key": _typed("string", "the setting"),
@@ -175,9 +188,12 @@ SCHEMA = {
         "order": _typed("string", "how runs were ordered"),
         "sessions": _typed("integer", "sessions stored"),
         "environment": {"type": "object", "additionalProperties": {"type": "string"},
-                        "description": "the baseline's environment snapshot: setting -> value"},
+                        "description": "the baseline's environment snapshot: setting -> value (this machine's: "
+                                       "with kernel sides, `kernel.*` is the host that ran QEMU)"},
         "sources": {"type": "object", "additionalProperties": {"type": "object"},
                     "description": "side -> its source (ref, commit, subject) and build command, when built"},
+        "kernels": {"type": "object", "additionalProperties": KERNEL,
+                    "description": "side -> the kernel its guests booted ({} when the sides ran on this machine)"},
         "env_differences": {"type": "array", "items": ENV_DIFFERENCE,
                             "description": "settings that differ between sides' sessions"},
         "warnings": {**_DIAGNOSTICS,
@@ -202,7 +218,8 @@ def markdown() -> str:
            "`\"-inf\"` for unbounded interval ends.", "", "## Versions", ""]
     out += [f"- {v}: {text}" for v, text in HISTORY]
     for title, obj in (("The report", SCHEMA), ("`rows[]`", ROW), ("`workloads[]`", WORKLOAD),
-                       ("`summaries[]`", SUMMARY), ("`env_differences[]`", ENV_DIFFERENCE)):
+                       ("`summaries[]`", SUMMARY), ("`env_differences[]`", ENV_DIFFERENCE),
+                       ("`kernels.<side>`", KERNEL)):
         out += ["", f"## {title}", "", obj["description"][0].upper() + obj["description"][1:] + ".", "",
                 "| field | type | meaning |", "|---|---|---|"]
         out += [f"| `{name}` | {_type_name(field)} | {field.get('description', '')} |"

@@ -7,6 +7,12 @@ excluded runs and warnings below, never hidden.  With three or more
 variants the table shows each side as a percentage of the baseline (=
 100.00%) with a verdict per cell, in slices of as many variants as fit.
 Everything fits 80 columns.
+
+Under each table the key and the notes that change a verdict are shown,
+ranked; the notes that change none (the tests, the detectable effect...)
+are folded into one line, and repeated warnings of one kind are counted
+after the first few (``perfab.report.notes``).  ``verbose`` prints every
+note and warning.
 """
 
 from __future__ import annotations
@@ -15,8 +21,9 @@ from dataclasses import replace
 
 from perfab.analyse.compare import Analysis, Row
 from perfab.analyse.methods import ABSOLUTE
-from perfab.report.document import Report, Section, document, mark
+from perfab.report.document import Report, Section, document, mark, profile_kind
 from perfab.report.lines import WIDTH, clip as _clip, wrap as _wrap, wrap_all
+from perfab.report.notes import KEY, collapsed, fold_line, shown
 from perfab.report.numbers import centers, fmt_delta, fmt_value
 from perfab.report.sweep import sweep_tables
 from perfab.terminal import CONTROL as _CONTROL
@@ -25,36 +32,53 @@ from perfab.terminal import visible as _visible
 _SIDE_NAME_MAX = 20  # longer side names are clipped in the normalized table's header
 
 
-def render_text(doc: Report, absolute: bool = False) -> str:
-    """The report for a terminal or a mailing list; ``absolute``: values, not % of the baseline, in 3+ sides."""
+def render_text(doc: Report, absolute: bool = False, verbose: bool = False) -> str:
+    """The report for a terminal or a mailing list; ``absolute``: values, not % of the baseline, in 3+ sides;
+    ``verbose``: every note and warning, none folded."""
     doc = _visible_document(doc)
     a = doc.analysis
     out: list[str] = [f"perfab: {a.experiment}", ""]
     out += wrap_all(("SETUP", *doc.setup), "    ")
     out += _env_differences(a)
     for section in doc.sections:
-        out += _section(a, section, absolute)
+        out += _section(a, section, absolute, verbose)
     if a.warnings:
-        out += ["", "WARNINGS"] + [line for w in a.warnings for line in _wrap(f"- {w.text}")]
+        texts = [w.text for w in a.warnings] if verbose else collapsed(a.warnings)
+        out += ["", "WARNINGS"] + [line for w in texts for line in _wrap(f"- {w}")]
     if a.notes:
         out += ["", "NOTES"] + [line for n in a.notes for line in _wrap(f"- {n}")]
     return _visible("\n".join(out).rstrip() + "\n")
 
 
-def _section(a: Analysis, section: Section, absolute: bool) -> list[str]:
+def _section(a: Analysis, section: Section, absolute: bool, verbose: bool) -> list[str]:
     """One workload: its heading and command, its table and legend, its problems and profiles."""
     info, rows = section.info, list(section.rows)
     out = ["", info.name.upper(), "", f"    {_clip(info.command, WIDTH - 4)}", ""]
     if not section.compared:
         out += ["No comparison: a side has no usable runs of this workload (reasons below)."]
     elif info.params or not a.variants:
-        out += sweep_tables(a, info, rows) + wrap_all(section.legend)
+        out += sweep_tables(a, info, rows)
     else:
         out += (_table(a, rows) if len(a.variants) == 1 else _normalized_table(a, rows, absolute))
-        out += wrap_all(section.legend)
-    if section.problems:
-        out += ["", *wrap_all(section.problems)]
-    return out + _profile(a, info.name)
+    return out + (_all_notes(section) if verbose else _ranked_notes(section)) + _profile(a, info.name)
+
+
+def _all_notes(section: Section) -> list[str]:
+    """The legend under the table, then the problems, every one of them."""
+    legend = wrap_all(section.legend) if section.compared else []
+    return legend + (["", *wrap_all(section.problems)] if section.problems else [])
+
+
+def _ranked_notes(section: Section) -> list[str]:
+    """The key under the table, the notes that change a verdict by rank, the rest as one line."""
+    notes = shown(section.notes)
+    key = [n.text for n in notes if n.rank == KEY]
+    ranked = [n.text for n in notes if n.rank != KEY]
+    folded = fold_line(section.notes, WIDTH)
+    out = wrap_all(key)
+    if ranked:
+        out += ["", *wrap_all(ranked)]
+    return out + ([folded] if folded else [])
 
 
 def _visible_document(doc: Report) -> Report:
@@ -131,7 +155,7 @@ def _profile(a: Analysis, workload: str) -> list[str]:
         rows = a.profiles.get((workload, variant))
         if rows is None:
             continue
-        lines += ["", f"PROFILE: self time, % of samples ({a.baseline} -> {variant}; * = significant)", ""]
+        lines += ["", f"PROFILE: {profile_kind(a)} ({a.baseline} -> {variant}; * = significant)", ""]
         lines += format_profile_rows(rows, limit=20).rstrip().splitlines()
     return lines
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from perfab.report.numbers import fmt_number
 from perfab.run.trial import Trial
+from perfab.terminal import visible
 
 _SHOWN = ("parser", "service")  # sources listed by name; perfab's own readings are counted
 
@@ -21,7 +22,7 @@ def trial_lines(trials: list[Trial], declared: dict[str, set[str]], show_all: bo
             continue
         out.append(f"  ok      {where}")
         out += _reading_lines(t, declared.get(t.workload, set()), show_all)
-    return out
+    return [visible(line) for line in out]  # output, metric names and reasons come from the workload
 
 
 def _reading_lines(t: Trial, declared: set[str], show_all: bool) -> list[str]:
@@ -48,5 +49,5 @@ def parsed_lines(workload: str, parsed: dict) -> list[str]:
         return [f"{workload}: the parser read no metric"]
     width = max(len(m) for m in parsed)
     arrows = {True: "higher is better", False: "lower is better", None: "no direction"}
-    return [f"{m:<{width}}  {metric_value(p.value, p.unit)}  ({arrows[p.higher_is_better]})"
+    return [visible(f"{m:<{width}}  {metric_value(p.value, p.unit)}  ({arrows[p.higher_is_better]})")
             for m, p in parsed.items()]

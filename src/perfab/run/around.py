@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from perfab.machine.interrupts import interrupt_deltas, read_interrupts
-from perfab.metrics import SERVICE, resolve, service_metrics
+from perfab.metrics import SERVER_PER_REQUEST, SERVICE, resolve, service_metrics
 from perfab.run.context import SideContext
 from perfab.specfile import Experiment, Workload
 from perfab.store import RunRecord
@@ -34,11 +34,15 @@ class Around:
         if self.counter is not None and self.served is None:
             self.served = self.counter.stop()
 
-    def finish(self, rec: RunRecord, backend) -> RunRecord:
+    def finish(self, rec: RunRecord, backend, measurement=None) -> RunRecord:
         if self.served is not None:
             rec = _with_service_counters(rec, self.served, backend)
         if self.rows:
             rec = _with_interrupts(rec, self.irq, read_interrupts(self.rows), self.rows)
+        usage = getattr(measurement, "service", None)
+        if usage and self.ctx.service is None:  # the backend ran the service (in a guest) and read its usage
+            rec = _with_usage(rec, usage.get("before"), usage.get("after"), self.ctx.workload)
+            return _with_server_counts(rec, usage.get("counts") or {}, self.ctx.workload)
         return _with_service(rec, self.ctx, self.usage, self.ctx.workload)
 
 
@@ -50,7 +54,11 @@ def _with_service(rec: RunRecord, ctx: SideContext, before, workload: Workload) 
     if problem is not None and rec.status != "interrupted":
         reason = problem if rec.status == "ok" else f"{problem}; the run: {rec.reason}"
         return replace(rec, status="failed", reason=reason, metrics={}, profile={})
-    after = ctx.service_usage()
+    return _with_usage(rec, before, ctx.service_usage(), workload)
+
+
+def _with_usage(rec: RunRecord, before: dict | None, after: dict | None, workload: Workload) -> RunRecord:
+    """The service's usage metrics over the run (``perfab.metrics.service_metrics``), per request too."""
     if rec.status != "ok" or before is None or after is None:
         return rec
     got = service_metrics(before, after, rec.metrics.get(workload.service.requests_metric or ""))
@@ -58,6 +66,19 @@ def _with_service(rec: RunRecord, ctx: SideContext, before, workload: Workload) 
     meta = {**rec.meta, **{m: SERVICE[m] for m in got}}
     sources = {**rec.sources, **{m: "service" for m in got}}
     return replace(rec, metrics=metrics, meta=meta, sources=sources)
+
+
+def _with_server_counts(rec: RunRecord, counts: dict[str, float], workload: Workload) -> RunRecord:
+    """What the vCPUs a guest's server was pinned to ran (``service.instructions:u/k``), per request too."""
+    if rec.status != "ok" or not counts:
+        return rec
+    got = dict(counts)
+    requests = rec.metrics.get(workload.service.requests_metric or "")
+    if requests:
+        got.update({SERVER_PER_REQUEST[m]: v / requests for m, v in counts.items() if m in SERVER_PER_REQUEST})
+    meta = {m: SERVICE[m] if m in SERVICE else resolve(m, simulated=True, origin="service") for m in got}
+    return replace(rec, metrics={**rec.metrics, **got}, meta={**rec.meta, **meta},
+                   sources={**rec.sources, **{m: "service" for m in got}})
 
 
 def _with_service_counters(rec: RunRecord, served, backend) -> RunRecord:

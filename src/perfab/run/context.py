@@ -6,11 +6,14 @@ that side's placeholders (a server build or config of that side, never the
 first side's); leaving it stops the service and runs ``teardown``, always.
 The runner enters a new context whenever the plan switches cell, so with
 an interleaved plan the service restarts on every switch and each run
-talks to its own side's server.
+talks to its own side's server.  A backend that runs the service itself
+(in a guest, beside the workload) gets it expanded from ``service_spec``
+and nothing starts here.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from contextlib import ExitStack
@@ -28,8 +31,9 @@ class SideContext:
 
     def __init__(self, exp: Experiment, workload: Workload, variant: Variant, params: Params,
                  env: dict[str, str], cwd: str | None, say: Callable[[str], None],
-                 source: dict[str, str] | None = None):
+                 source: dict[str, str] | None = None, starts_service: bool = True):
         self.exp, self.workload, self.variant, self.params = exp, workload, variant, params
+        self.starts_service = starts_service  # False: the backend starts the service (in a guest)
         self.env, self.cwd, self.say = env, cwd, say
         self.values = placeholders(exp, variant, workload, params, source)
         self.service: Service | None = None
@@ -45,7 +49,7 @@ class SideContext:
             self._stack.callback(self._teardown)
             for command in self.variant.setup:
                 run_shell(expand(command, self.values), self.env, self.cwd, f"setup of variant {self.variant.name!r}")
-            if self.workload.service:
+            if self.workload.service and self.starts_service:
                 self.service = self._stack.enter_context(self._start_service())
         except BaseException:
             self._stack.close()
@@ -63,6 +67,16 @@ class SideContext:
                           service_log_dir(self.exp, self.workload, self.variant, self.params))
         self.log = service.log
         return service
+
+    def service_spec(self) -> dict | None:
+        """The workload's service for this side and point, expanded, for a backend that starts it itself."""
+        svc = self.workload.service
+        if svc is None:
+            return None
+        where = f"workload {self.workload.name!r} service"
+        return {"argv": [expand(a, self.values, f"{where} argv") for a in svc.argv],
+                "cwd": expand(svc.cwd, self.values, f"{where} cwd") if svc.cwd else (self.cwd or os.getcwd()),
+                "port": svc.port, "ready_s": svc.ready_timeout_s, "cpus": svc.cpus}
 
     def service_problem(self) -> str | None:
         """Why the service cannot serve this run (it exited), or None."""

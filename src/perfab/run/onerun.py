@@ -3,8 +3,12 @@
 The command is the workload's argv with the run's placeholders, behind the
 side's ``wrap`` prefix (with the rusage shim when a wrapper may fork) and
 then the backend's wrapper.  It runs in a scratch directory emptied after
-each run; the backend reads its readings there, the workload's parser its
-output, and a profile recorder its samples when the spec asks for them.
+each run that wrote to it; the backend reads its readings there, the
+workload's parser its output, and a profile recorder its samples when the
+spec asks for them.  The command, working directory and padded environment
+are the same for every run of a cell (side, workload, sweep point): they are
+worked out at its first run (``_Cell``), so a run pays for little beyond its
+execution and its record.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -31,6 +35,17 @@ from perfab.specfile import Experiment, Variant, Workload, expand
 from perfab.store import RunRecord
 
 
+@dataclass(frozen=True)
+class _Cell:
+    """What every run of one cell executes."""
+
+    argv: list[str]  # the side's wrap, the rusage shim when it applies, the workload with its placeholders
+    shim: list[str] | None  # the rusage shim's command when the wrap may fork, else None
+    cwd: str | None  # the working directory, None for perfab's own
+    env: dict[str, str]  # the side's environment padded to the widest side's bytes (``perfab.run.layout``)
+    values: dict[str, str]  # the cell's placeholder values
+
+
 class OneRun:
     """Executes one planned run in its cell's context and returns its record (not yet stored)."""
 
@@ -42,50 +57,73 @@ class OneRun:
         self.real = real  # the executor runs real programs (rusage shims apply)
         self.recorder = _recorder(exp)  # perf record around each run, when the spec asks for profiles
         self.padding = Padding(exp.variants)  # equal argv and environment bytes on every side
+        self.window = None  # the machine's CPU counters around the last run (``Execution.window``)
+        self._cells: dict[tuple, _Cell] = {}  # (side, workload, sweep point) -> its command, for ``_root``
+        self._root: Path | None = None  # the session's scratch root the cells were worked out for
+        self._scratch: Path | None = None  # ``_root / "run"``, None while it does not exist
 
     def measured(self, planned: PlannedRun, workload: Workload, variant: Variant, parse, scratch_root: Path,
                  ctx: SideContext, busy: BusyMeter | None) -> RunRecord:
-        """One run, with other work on the machine over its window summed (``perfab.machine.busy``)."""
-        if busy is None:
-            return self.run(planned, workload, variant, parse, scratch_root, ctx)
-        busy.start()
+        """One run, with other work on the machine over its window summed (``perfab.machine.busy``: the
+        executor reads the window's ends around the run)."""
+        self.window = None
         rec = self.run(planned, workload, variant, parse, scratch_root, ctx)
-        busy.stop(_run_cpu_s(rec))
+        if busy is not None:
+            busy.add(self.window, _run_cpu_s(rec))
         return rec
 
     def run(self, planned: PlannedRun, workload: Workload, variant: Variant, parse, scratch_root: Path,
             ctx: SideContext) -> RunRecord:
         """Execute the run and read it; a service that is gone makes it a failed run that never started."""
-        values = self.sides.values(variant, workload, planned.params)
         group = self.groups[planned.group]
-        scratch = scratch_root / "run"  # one directory, emptied after each run that wrote to it
-        scratch.mkdir(exist_ok=True)
-        argv, shim = self._argv(workload, variant, values, scratch)
+        scratch = self._scratch_dir(scratch_root)  # one directory, emptied after each run that wrote to it
+        cell = self._cell(planned, workload, variant, scratch)
         started = time.time()
         if (problem := ctx.service_problem()) is not None:
             return _not_run(started, problem)
-        backend = self.backend.for_side(variant, workload)
-        around = Around(self.exp, ctx, self._service_counter(ctx, group, scratch), not backend.own_interrupts)
+        backend = self.backend.for_side(variant, workload).for_run(cell.values, ctx.service_spec())
+        counter = self._service_counter(ctx, group, scratch)
+        around = Around(self.exp, ctx, counter, not backend.own_interrupts)
         if (problem := around.start()) is not None:
             return _not_run(started, problem)
+        # Only a wrapper, the rusage shim, a profile, the service's counters or the stderr tail write there.
+        writes = backend.wraps_workload or backend.stderr_file or cell.shim or self.recorder or counter
         try:
-            inner = self.recorder.wrap(argv, scratch) if self.recorder else argv
-            cwd = self.sides.cwd(workload, values)
-            env = self._padded_env(variant, workload, planned, cwd)
-            ex = self.executor.execute(backend.wrap(inner, scratch, group), env, cwd, workload.timeout_s,
+            inner = self.recorder.wrap(cell.argv, scratch) if self.recorder else cell.argv
+            ex = self.executor.execute(backend.wrap(inner, scratch, group), cell.env, cell.cwd, workload.timeout_s,
                                        self.exp.stdout_cap_bytes, self.cpus)
+            self.window = ex.window
             measurement = self._measurement(backend, ex, scratch, group)
-            own_rusage = _shim_rusage(scratch / "rusage") if shim else None
+            own_rusage = _shim_rusage(scratch / "rusage") if cell.shim else None
         finally:
             around.stop_counting()
-            if os.listdir(scratch):
-                shutil.rmtree(scratch, ignore_errors=True)  # next run recreates it
-        return around.finish(record(ex, started, measurement, parse, backend, workload, own_rusage), backend)
+            if writes and os.listdir(scratch):
+                shutil.rmtree(scratch, ignore_errors=True)  # the next run recreates it
+                self._scratch = None
+        return around.finish(record(ex, started, measurement, parse, backend, workload, own_rusage), backend,
+                             measurement)
 
-    def _padded_env(self, variant: Variant, workload: Workload, planned: PlannedRun, cwd: str | None) -> dict:
-        """The side's environment padded to the widest side's string bytes (``perfab.run.layout``)."""
-        return self.padding.env(variant, workload, planned.params, cwd,
-                                lambda v: self.sides.values(v, workload, planned.params), self.sides.env)
+    def _scratch_dir(self, root: Path) -> Path:
+        """``root / "run"``, created when it does not exist; a new root (session) forgets the cells."""
+        if root is not self._root:
+            self._root, self._scratch, self._cells = root, None, {}
+        if self._scratch is None:
+            self._scratch = root / "run"
+            self._scratch.mkdir(exist_ok=True)
+        return self._scratch
+
+    def _cell(self, planned: PlannedRun, workload: Workload, variant: Variant, scratch: Path) -> _Cell:
+        """The command of ``planned``'s cell, worked out at its first run."""
+        key = (variant.name, workload.name, planned.params)
+        cell = self._cells.get(key)
+        if cell is None:
+            values = self.sides.values(variant, workload, planned.params)
+            argv, shim = self._argv(workload, variant, values, scratch)
+            cwd = self.sides.cwd(workload, values)
+            env = self.padding.env(variant, workload, planned.params, cwd,
+                                   lambda v: self.sides.values(v, workload, planned.params), self.sides.env)
+            cell = self._cells[key] = _Cell(argv, shim, cwd, env, values)
+        return cell
 
     def _argv(self, workload: Workload, variant: Variant, values: dict[str, str], scratch: Path):
         """The command: the side's wrap, the workload's rusage shim when a wrap may fork, the workload."""

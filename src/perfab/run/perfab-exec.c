@@ -14,28 +14,46 @@
  * The fork server: perfab starts it once, and for every run it vforks a
  * child that execs the workload, so the workload's maxrss is its own and a
  * run costs one exec.  FD is the control socket (AF_UNIX, SOCK_STREAM).
- * One request at a time, native byte order:
+ * A run is one request and one reply, native byte order:
  *
  *   request  u32 length, then length bytes: u32 argc, u32 envc,
- *            u32 mask_bytes, the CPU mask (empty: no pinning), then
- *            NUL-terminated strings: cwd (empty: the server's), argv[argc],
- *            env[envc].  The workload's stdout and stderr arrive with it as
- *            two descriptors (SCM_RIGHTS).
- *   replies  nine int64: kind, value, detail, wall_ns, utime_us, stime_us,
- *            maxrss_kb, nvcsw, nivcsw.
- *            STARTED pid        the child runs, leading its own session;
- *            FAILED errno stage nothing runs (chdir, affinity or exec failed);
- *            DONE status        after STARTED: the raw wait status, rusage.
+ *            u32 mask_bytes, u32 cap_bytes, u32 tail_bytes, u32 0,
+ *            i64 timeout_ns (0: none), i64 grace_ns, the CPU mask (empty:
+ *            no pinning), then NUL-terminated strings: cwd (empty: the
+ *            server's), argv[argc], env[envc].
+ *   kill     u32 0xffffffff alone: kill the run in flight (perfab's second
+ *            ^C); one that arrives between runs is skipped.
+ *   reply    REPLY_FIELDS int64, then the bytes three of them count:
+ *            kind, value, detail     FAILED errno stage: nothing ran (chdir,
+ *                                    affinity or exec failed); DONE status
+ *                                    (the raw wait status), detail 0;
+ *            wall_ns, utime_us, stime_us, maxrss_kb, nvcsw, nivcsw;
+ *            timed_out               killed at timeout_ns;
+ *            out_total, err_total    bytes the workload wrote to each;
+ *            out_kept, err_kept      the first cap_bytes of each, following;
+ *            err_tail                stderr's last tail_bytes, following,
+ *                                    sent only when stderr was cut;
+ *            harness_ns              CPU time of perfab and this server over
+ *                                    the window (-1: perfab's unreadable);
+ *            stat_before[8], stat_after[8]  /proc/stat's aggregate cpu line
+ *                                    (user nice system idle iowait irq
+ *                                    softirq steal, ticks) at the window's
+ *                                    ends: before the vfork and after the
+ *                                    reap (-1: unreadable).
  *
- * The child: setsid, chdir, sched_setaffinity, stdout/stderr from the
- * request (stdin stays /dev/null), execvpe with PATH taken from the
- * request's environment.  The server is a child subreaper
- * (PR_SET_CHILD_SUBREAPER): whatever the workload leaves behind, even in
- * another session, becomes the server's child when its parent dies.  When
- * the workload ends, its process group is killed, the workload is reaped,
- * then every process left below the server is killed and reaped before
- * DONE is sent.  At EOF on the socket (perfab closed it or died) the server
- * kills the run in flight and all it started, and exits.
+ * The child: setsid, chdir, sched_setaffinity, stdout and stderr on pipes
+ * the server reads (stdin stays /dev/null), execvpe with PATH taken from
+ * the request's environment.  While it runs the server keeps the first
+ * cap_bytes of each stream and counts the rest, and kills its process
+ * group at the timeout; perfab sleeps in one recv.  The server is a child
+ * subreaper (PR_SET_CHILD_SUBREAPER): whatever the workload leaves behind,
+ * even in another session, becomes the server's child when its parent
+ * dies.  When the workload ends, its process group is killed, the workload
+ * is reaped, then every process left below the server is killed and
+ * reaped; the pipes are read for at most grace_ns more (a writer that
+ * escaped cannot hold the reply) before DONE is sent.  At EOF on the
+ * socket (perfab closed it or died) the server kills the run in flight and
+ * all it started, and exits.
  *
  * --rusage-out: fork and exec ARGV, wait for it, write one line to PATH
  * ("wall_ns utime_us stime_us maxrss_kb nvcsw nivcsw status", the raw wait
@@ -69,11 +87,19 @@
 #include <unistd.h>
 
 #define MAX_REQUEST (256 << 20)
+#define KILL_RUN 0xffffffffu
+#define STAT_FIELDS 8
 
 static int control = -1;
+static int stat_fd = -1;		/* /proc/stat, kept open: one pread per reading */
+static clockid_t perfab_clock;		/* perfab's CPU-time clock (it started this server) */
+static int perfab_clock_ok;
 
-enum { STARTED = 1, FAILED = 2, DONE = 3 };
+enum { FAILED = 2, DONE = 3 };
 enum { STAGE_EXEC = 1, STAGE_CHDIR = 2, STAGE_AFFINITY = 3, STAGE_FDS = 4 };
+enum { R_KIND, R_VALUE, R_DETAIL, R_WALL, R_UTIME, R_STIME, R_MAXRSS, R_NVCSW, R_NIVCSW, R_TIMED_OUT,
+       R_OUT_TOTAL, R_ERR_TOTAL, R_OUT_KEPT, R_ERR_KEPT, R_ERR_TAIL, R_HARNESS, R_STAT_BEFORE,
+       R_STAT_AFTER = R_STAT_BEFORE + STAT_FIELDS, REPLY_FIELDS = R_STAT_AFTER + STAT_FIELDS };
 
 struct run {
 	char *cwd;		/* "" keeps the server's */
@@ -81,7 +107,20 @@ struct run {
 	char **envp;
 	void *mask;		/* NULL: no pinning */
 	size_t mask_bytes;
-	int out, err;		/* the workload's stdout and stderr */
+	uint32_t cap;		/* bytes of each stream kept */
+	uint32_t tail;		/* bytes of stderr's end kept */
+	long long timeout_ns;	/* 0: none */
+	long long grace_ns;	/* how long the pipes are read after the reap */
+};
+
+/* One of the workload's output pipes as the server reads it. */
+struct stream {
+	int fd;			/* the read end; -1 at its end */
+	char *kept;		/* the first `cap` bytes */
+	uint32_t kept_len, kept_room, cap;
+	long long total;	/* every byte read */
+	char *ring;		/* the last `tail` bytes, a ring from ring_at */
+	uint32_t ring_len, ring_at, tail;
 };
 
 static long long now_ns(void)
@@ -250,24 +289,35 @@ static void kill_tree(void)
 	} while (killed > 0);
 }
 
-static void reply(pid_t running, int64_t kind, int64_t value, int64_t detail, long long wall_ns,
-		  const struct rusage *ru)
+/* perfab is gone: so is the run in flight (pid, 0 for none) and all it started. */
+static void orphaned(pid_t running)
 {
-	int64_t r[9] = { kind, value, detail, wall_ns };
-
-	if (ru) {
-		r[4] = (int64_t)ru->ru_utime.tv_sec * 1000000 + ru->ru_utime.tv_usec;
-		r[5] = (int64_t)ru->ru_stime.tv_sec * 1000000 + ru->ru_stime.tv_usec;
-		r[6] = ru->ru_maxrss;
-		r[7] = ru->ru_nvcsw;
-		r[8] = ru->ru_nivcsw;
-	}
-	if (send(control, r, sizeof(r), MSG_NOSIGNAL) == (ssize_t)sizeof(r))
-		return;
-	if (running > 0)	/* perfab is gone: so is its run */
+	if (running > 0)
 		killpg(running, SIGKILL);
 	kill_tree();
 	_exit(0);
+}
+
+/* Send len bytes of buf; at a failure perfab is gone. */
+static void send_all(pid_t running, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = send(control, buf, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			orphaned(running);
+		buf += n;
+		len -= (size_t)n;
+	}
+}
+
+static void reply_failed(int64_t err, int64_t stage)
+{
+	int64_t r[REPLY_FIELDS] = { FAILED, err, stage };
+
+	send_all(0, (const char *)r, sizeof(r));
 }
 
 static int read_full(char *buf, size_t len)
@@ -285,43 +335,35 @@ static int read_full(char *buf, size_t len)
 	return 0;
 }
 
-/* The request's length and its two descriptors; 0 at EOF. */
-static int read_header(uint32_t *len, int fds[2])
+/* The next request's length; kill words that came after their run ended are skipped.  0 at EOF. */
+static int read_header(uint32_t *len)
 {
-	char cbuf[CMSG_SPACE(2 * sizeof(int))];
-	struct iovec iov = { len, sizeof(*len) };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-			      .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *c;
-	ssize_t n;
-
 	do
-		n = recvmsg(control, &msg, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
-	if (n <= 0)
-		return 0;
-	c = CMSG_FIRSTHDR(&msg);
-	if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(2 * sizeof(int)))
-		return 0;
-	memcpy(fds, CMSG_DATA(c), 2 * sizeof(int));
-	if (n < (ssize_t)sizeof(*len) && read_full((char *)len + n, sizeof(*len) - n) < 0)
-		return 0;
+		if (read_full((char *)len, sizeof(*len)) < 0)
+			return 0;
+	while (*len == KILL_RUN);
 	return 1;
 }
 
 /* Split the request body into r's fields; pointers into body.  -1 if malformed. */
 static int parse(char *body, uint32_t len, struct run *r)
 {
-	uint32_t head[3], i, count;
-	char *p = body + sizeof(head), *end = body + len;
+	uint32_t head[6], i, count;
+	int64_t limits[2];
+	char *p = body + sizeof(head) + sizeof(limits), *end = body + len;
 
-	if (len < sizeof(head))
+	if (len < sizeof(head) + sizeof(limits))
 		return -1;
 	memcpy(head, body, sizeof(head));
+	memcpy(limits, body + sizeof(head), sizeof(limits));
 	if (head[0] == 0 || head[0] > len || head[1] > len || head[2] > (uint32_t)(end - p))
 		return -1;
 	r->mask_bytes = head[2];
 	r->mask = head[2] ? p : NULL;
+	r->cap = head[3];
+	r->tail = head[4];
+	r->timeout_ns = limits[0];
+	r->grace_ns = limits[1];
 	p += head[2];
 	r->argv = calloc((size_t)head[0] + head[1] + 2, sizeof(char *));
 	if (!r->argv)
@@ -365,7 +407,7 @@ static void fail(int pipe_w, int stage)
 }
 
 /* In the vforked child: only system calls, then exec or _exit. */
-static void child(const struct run *r, int pipe_w)
+static void child(const struct run *r, int pipe_w, int out_w, int err_w)
 {
 	if (setsid() < 0)
 		fail(pipe_w, STAGE_FDS);
@@ -373,91 +415,307 @@ static void child(const struct run *r, int pipe_w)
 		fail(pipe_w, STAGE_CHDIR);
 	if (r->mask && sched_setaffinity(0, r->mask_bytes, r->mask) < 0)
 		fail(pipe_w, STAGE_AFFINITY);
-	if (dup2(r->out, 1) < 0 || dup2(r->err, 2) < 0)
+	if (dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
 		fail(pipe_w, STAGE_FDS);
 	execvpe(r->argv[0], r->argv, r->envp);
 	fail(pipe_w, STAGE_EXEC);
 }
 
-/*
- * Sleep until the child exits; at EOF on the control socket kill its group
- * and exit.  Without pidfds, sleep in waitid alone.  The child is left a
- * zombie, so its process group can still be killed by its id.
- */
-static void await_exit(pid_t pid)
+/* The aggregate cpu line of /proc/stat: its first STAT_FIELDS counters into f, or -1s. */
+static void read_cpu_stat(int64_t *f)
 {
-#ifdef SYS_pidfd_open
-	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);	/* Linux 5.3 */
-#else
-	int pidfd = -1;
-#endif
-	struct pollfd p[2] = { { pidfd, POLLIN, 0 }, { control, POLLRDHUP, 0 } };
+	char buf[256], *p = buf + 4, *end;
+	ssize_t n = stat_fd < 0 ? -1 : pread(stat_fd, buf, sizeof(buf) - 1, 0);
+	int i;
+
+	for (i = 0; i < STAT_FIELDS; i++)
+		f[i] = -1;
+	if (n < 4 || memcmp(buf, "cpu ", 4) != 0)
+		return;
+	buf[n] = 0;
+	for (i = 0; i < STAT_FIELDS; i++, p = end) {
+		long long v = strtoll(p, &end, 10);
+
+		if (end == p)
+			return;
+		f[i] = v;
+	}
+}
+
+static long long ts_ns(struct timespec t)
+{
+	return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* CPU time of perfab and this server so far; -1 when perfab's cannot be read. */
+static long long harness_cpu_ns(void)
+{
+	struct timespec mine, theirs;
+
+	if (!perfab_clock_ok || clock_gettime(perfab_clock, &theirs) < 0)
+		return -1;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &mine);
+	return ts_ns(mine) + ts_ns(theirs);
+}
+
+static char chunk[1 << 16];
+
+/* Keep the first s->cap bytes of what was read (growing the buffer as they come) and the last s->tail. */
+static void keep(struct stream *s, const char *data, uint32_t n)
+{
+	uint32_t k = s->cap - s->kept_len < n ? s->cap - s->kept_len : n, i;
+
+	if (k > 0 && s->kept_len + k > s->kept_room) {
+		uint32_t room = s->kept_room ? s->kept_room : (s->cap < 4096 ? s->cap : 4096);
+		char *grown;
+
+		while (room < s->kept_len + k)
+			room = room > s->cap / 2 ? s->cap : 2 * room;
+		if ((grown = realloc(s->kept, room)) == NULL)
+			k = 0;
+		else
+			s->kept = grown, s->kept_room = room;
+	}
+	memcpy(s->kept + s->kept_len, data, k);
+	s->kept_len += k;
+	if (s->tail == 0)
+		return;
+	if (n >= s->tail) {
+		memcpy(s->ring, data + n - s->tail, s->tail);
+		s->ring_at = 0, s->ring_len = s->tail;
+		return;
+	}
+	for (i = 0; i < n; i++)
+		s->ring[(s->ring_at + s->ring_len + i) % s->tail] = data[i];
+	if (s->ring_len + n > s->tail) {
+		s->ring_at = (s->ring_at + s->ring_len + n) % s->tail;
+		s->ring_len = s->tail;
+	} else {
+		s->ring_len += n;
+	}
+}
+
+/* Read what the pipe holds; at its end (or an error) close it. */
+static void take(struct stream *s)
+{
+	ssize_t n = read(s->fd, chunk, sizeof(chunk));
+
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0) {
+		close(s->fd);
+		s->fd = -1;
+		return;
+	}
+	s->total += n;
+	keep(s, chunk, (uint32_t)n);
+}
+
+/* A word from perfab during the run: a kill (the group dies, the run is reaped as usual); EOF: perfab is gone. */
+static void from_perfab(pid_t pid)
+{
+	uint32_t word;
+
+	if (read_full((char *)&word, sizeof(word)) < 0 || word != KILL_RUN)
+		orphaned(pid);
+	killpg(pid, SIGKILL);
+}
+
+static int exited(pid_t pid)
+{
 	siginfo_t info;
 
-	while (pidfd >= 0) {
-		if (poll(p, 2, -1) < 0) {
-			if (errno == EINTR)
+	info.si_pid = 0;
+	return waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+}
+
+/*
+ * Until the workload exits: read its output, kill its group at the deadline
+ * (0: none) or when perfab asks.  Without a pidfd, look every 10 ms.  The
+ * child is left a zombie, so its process group can still be killed by its
+ * id.  1 if it was killed at the deadline.
+ */
+static int watch(pid_t pid, int pidfd, struct stream *out, struct stream *err, long long deadline)
+{
+	siginfo_t info;
+	int timed_out = 0;
+
+	for (;;) {
+		struct pollfd p[4] = { { pidfd, POLLIN, 0 }, { out->fd, POLLIN, 0 }, { err->fd, POLLIN, 0 },
+				       { control, POLLIN | POLLRDHUP, 0 } };
+		int wait_ms = -1;
+
+		if (deadline && !timed_out) {
+			long long left = deadline - now_ns();
+
+			if (left <= 0) {
+				killpg(pid, SIGKILL);
+				timed_out = 1;
 				continue;
-			break;
+			}
+			wait_ms = (int)((left + 999999) / 1000000);
 		}
-		if (p[0].revents)
+		if (pidfd < 0 && (wait_ms < 0 || wait_ms > 10))
+			wait_ms = 10;
+		if (poll(p, 4, wait_ms) < 0 && errno != EINTR)
 			break;
-		if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
-			killpg(pid, SIGKILL);
-			kill_tree();
-			_exit(0);
-		}
+		if (p[3].revents)
+			from_perfab(pid);
+		if (p[1].revents)
+			take(out);
+		if (p[2].revents)
+			take(err);
+		if (pidfd >= 0 ? p[0].revents != 0 : exited(pid))
+			return timed_out;
 	}
-	if (pidfd >= 0)
-		close(pidfd);
 	while (waitid(P_PID, pid, &info, WEXITED | WNOWAIT) < 0 && errno == EINTR)
-		;
+		;	/* poll failed: wait for the exit alone */
+	return timed_out;
+}
+
+/* After the reap: read the pipes to their end for at most grace_ns, then close them. */
+static void drain(struct stream *out, struct stream *err, long long grace_ns)
+{
+	long long end = now_ns() + grace_ns;
+
+	while (out->fd >= 0 || err->fd >= 0) {
+		struct pollfd p[2] = { { out->fd, POLLIN, 0 }, { err->fd, POLLIN, 0 } };
+		long long left = end - now_ns();
+		int n;
+
+		if (left <= 0)
+			break;
+		n = poll(p, 2, (int)((left + 999999) / 1000000));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		if (p[0].revents)
+			take(out);
+		if (p[1].revents)
+			take(err);
+	}
+	if (out->fd >= 0)
+		close(out->fd);
+	if (err->fd >= 0)
+		close(err->fd);
+	out->fd = err->fd = -1;
+}
+
+/* DONE, with the rusage, the streams' counts and the bytes kept; the buffers are freed. */
+static void reply_done(int64_t *r, const struct rusage *ru, struct stream *out, struct stream *err)
+{
+	r[R_KIND] = DONE;
+	r[R_UTIME] = (int64_t)ru->ru_utime.tv_sec * 1000000 + ru->ru_utime.tv_usec;
+	r[R_STIME] = (int64_t)ru->ru_stime.tv_sec * 1000000 + ru->ru_stime.tv_usec;
+	r[R_MAXRSS] = ru->ru_maxrss;
+	r[R_NVCSW] = ru->ru_nvcsw;
+	r[R_NIVCSW] = ru->ru_nivcsw;
+	r[R_OUT_TOTAL] = out->total;
+	r[R_ERR_TOTAL] = err->total;
+	r[R_OUT_KEPT] = out->kept_len;
+	r[R_ERR_KEPT] = err->kept_len;
+	r[R_ERR_TAIL] = err->total > err->kept_len ? err->ring_len : 0;
+	send_all(0, (const char *)r, REPLY_FIELDS * sizeof(int64_t));
+	send_all(0, out->kept, out->kept_len);
+	send_all(0, err->kept, err->kept_len);
+	if (r[R_ERR_TAIL]) {	/* the ring from its oldest byte */
+		uint32_t first = err->tail - err->ring_at < err->ring_len ? err->tail - err->ring_at : err->ring_len;
+
+		send_all(0, err->ring + err->ring_at, first);
+		send_all(0, err->ring, err->ring_len - first);
+	}
+	free(out->kept);
+	free(err->kept);
+	free(err->ring);
+}
+
+/* Three pipes (the child's exec errors, stdout, stderr), all or none; -1 with errno. */
+static int pipes(int p[3][2])
+{
+	int i, e;
+
+	for (i = 0; i < 3; i++)
+		if (pipe2(p[i], O_CLOEXEC) < 0) {
+			e = errno;
+			while (i-- > 0)
+				close(p[i][0]), close(p[i][1]);
+			errno = e;
+			return -1;
+		}
+	return 0;
+}
+
+/* Start the child with its output on two pipes; its pid, or 0 after a FAILED reply. */
+static pid_t start(struct run *r, struct stream *out, struct stream *err)
+{
+	int p[3][2], *errpipe = p[0], *outp = p[1], *errp = p[2], e[2];
+	pid_t pid;
+
+	if (pipes(p) < 0) {
+		reply_failed(errno, STAGE_FDS);
+		return 0;
+	}
+	use_path_of(r->envp);
+	pid = vfork();
+	if (pid == 0)
+		child(r, errpipe[1], outp[1], errp[1]);
+	e[0] = errno;
+	close(errpipe[1]);
+	close(outp[1]);	/* the child has its own copies, or is gone: closed before any reply */
+	close(errp[1]);
+	out->fd = outp[0];
+	err->fd = errp[0];
+	if (pid > 0 && read(errpipe[0], e, sizeof(e)) == (ssize_t)sizeof(e)) {
+		waitpid(pid, NULL, 0);
+		pid = -1;
+	} else if (pid < 0) {
+		e[1] = STAGE_FDS;
+	}
+	close(errpipe[0]);
+	if (pid > 0)
+		return pid;
+	close(out->fd);
+	close(err->fd);
+	reply_failed(e[0], e[1]);
+	return 0;
 }
 
 static void run(struct run *r)
 {
-	int errpipe[2], e[2], status;
+	struct stream out = { .cap = r->cap }, err = { .cap = r->cap, .tail = r->tail };
+	int64_t reply[REPLY_FIELDS] = { 0 };
 	struct rusage ru;
-	long long start, wall;
+	long long started, cpu;
+	int status, pidfd = -1;
 	pid_t pid;
 
-	if (pipe2(errpipe, O_CLOEXEC) < 0) {
-		close(r->out);
-		close(r->err);
-		reply(0, FAILED, errno, STAGE_FDS, 0, NULL);
+	if (r->tail && (err.ring = malloc(r->tail)) == NULL)
+		err.tail = 0;
+	read_cpu_stat(reply + R_STAT_BEFORE);
+	cpu = harness_cpu_ns();
+	started = now_ns();
+	if ((pid = start(r, &out, &err)) == 0) {
+		free(err.ring);
 		return;
 	}
-	use_path_of(r->envp);
-	start = now_ns();
-	pid = vfork();
-	if (pid == 0)
-		child(r, errpipe[1]);
-	e[0] = errno;
-	close(errpipe[1]);
-	close(r->out);	/* the child has its own copies, or is gone: closed before any reply */
-	close(r->err);
-	r->out = r->err = -1;
-	if (pid < 0) {
-		close(errpipe[0]);
-		reply(0, FAILED, e[0], STAGE_FDS, 0, NULL);
-		return;
-	}
-	if (read(errpipe[0], e, sizeof(e)) == (ssize_t)sizeof(e)) {
-		close(errpipe[0]);
-		waitpid(pid, NULL, 0);
-		reply(0, FAILED, e[0], e[1], 0, NULL);
-		return;
-	}
-	close(errpipe[0]);
-	reply(pid, STARTED, pid, 0, 0, NULL);
-	await_exit(pid);
-	wall = now_ns() - start;
+#ifdef SYS_pidfd_open
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);	/* Linux 5.3 */
+#endif
+	reply[R_TIMED_OUT] = watch(pid, pidfd, &out, &err, r->timeout_ns > 0 ? started + r->timeout_ns : 0);
+	reply[R_WALL] = now_ns() - started;
+	if (pidfd >= 0)
+		close(pidfd);
 	killpg(pid, SIGKILL);	/* leftovers would disturb the next run and hold its pipes */
 	while (wait4(pid, &status, 0, &ru) < 0)
 		if (errno != EINTR)
 			_exit(125);
 	kill_tree();		/* and those that left the process group */
-	reply(0, DONE, status, 0, wall, &ru);
+	read_cpu_stat(reply + R_STAT_AFTER);
+	reply[R_HARNESS] = cpu < 0 ? -1 : harness_cpu_ns() - cpu;
+	reply[R_VALUE] = status;
+	drain(&out, &err, r->grace_ns);
+	reply_done(reply, &ru, &out, &err);
 }
 
 /*
@@ -494,9 +752,11 @@ static void setup(void)
 	prctl(PR_SET_CHILD_SUBREAPER, 1);	/* what a workload leaves behind stays ours to kill */
 	fcntl(control, F_SETFD, FD_CLOEXEC);	/* workloads never see it */
 	while ((fd = open("/dev/null", O_RDWR)) >= 0 && fd <= 2)
-		;	/* 0, 1 and 2 open: received descriptors never land on them */
+		;	/* 0, 1 and 2 open: the workloads' pipes never land on them */
 	if (fd > 2)
 		close(fd);
+	stat_fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+	perfab_clock_ok = clock_getcpuclockid(getppid(), &perfab_clock) == 0;
 }
 
 /*
@@ -629,7 +889,6 @@ int main(int argc, char **argv)
 {
 	struct run r;
 	uint32_t len;
-	int fds[2];
 	char *body;
 
 	if (argc >= 5 && strcmp(argv[1], "--rusage-out") == 0 && strcmp(argv[3], "--") == 0)
@@ -642,20 +901,15 @@ int main(int argc, char **argv)
 	}
 	control = atoi(argv[1]);
 	setup();
-	while (read_header(&len, fds)) {
+	while (read_header(&len)) {
 		memset(&r, 0, sizeof(r));
-		r.out = fds[0];
-		r.err = fds[1];
 		body = len <= MAX_REQUEST ? malloc((size_t)len + 1) : NULL;
 		if (!body || read_full(body, len) < 0)
 			return 1;
-		if (parse(body, len, &r) == 0) {
+		if (parse(body, len, &r) == 0)
 			run(&r);
-		} else {
-			close(r.out);
-			close(r.err);
-			reply(0, FAILED, EINVAL, STAGE_FDS, 0, NULL);
-		}
+		else
+			reply_failed(EINVAL, STAGE_FDS);
 		free(r.argv);
 		free(body);
 	}

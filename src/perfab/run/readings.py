@@ -29,7 +29,7 @@ from typing import Callable
 from perfab.errors import PerfabError
 from perfab.metrics import RUSAGE, RUSAGE_FIELDS, SERVICE, Metric, resolve
 from perfab.run.backends import Backend
-from perfab.run.executor import Execution
+from perfab.run.execution import Execution
 from perfab.specfile import Workload
 from perfab.store import RunRecord
 from perfab.terminal import visible

@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import shutil
 import signal
-import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from perfab import scratch
 from perfab.errors import PerfabError
 from perfab.machine.busy import BusyMeter
 from perfab.plan import PlannedRun
@@ -141,7 +141,8 @@ class Runner:
         """Execute an open session's schedule; record how it ended and release it, however it ends."""
         walk = _Walk(self, opened, _failure_limit(self.exp, opened.schedule))
         status, stop_reason = "aborted", None  # unless the walk says otherwise; an exception leaves it resumable
-        scratch_root = Path(tempfile.mkdtemp(prefix="perfab-"))
+        scratch.sweep()  # folders of killed runners and guest launchers (their QEMU stopped first)
+        scratch_root = Path(scratch.make("run"))  # a killed runner's is removed by the next one (scratch.sweep)
         try:
             with _Signals(self.executor) as signals:
                 status, stop_reason = walk.all(signals, scratch_root)
@@ -219,7 +220,7 @@ class _Walk:
         workload, variant = exp.workload(cell[0]), exp.variant(cell[1])
         values = sides.values(variant, workload, cell[2])
         ctx = SideContext(exp, workload, variant, cell[2], sides.env(variant), sides.cwd(workload, values), self.r.say,
-                          sides.source(variant))
+                          sides.source(variant), starts_service=not self.r.backend.runs_service)
         ctx.__enter__()
         self.cell = ctx
         self.open.append(("cell", lambda: ctx.__exit__(None, None, None)))

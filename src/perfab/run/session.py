@@ -75,6 +75,8 @@ def open_session(exp: Experiment, store: Store, how: Opener, opening: Opening) -
     _build(exp, how, schedule, sides)
     preflight(exp, schedule, how.sides.env, how.real, how.sides.sources)
     sources = session_sources(exp, how.sides.sources, sides, how.sides.env, how.sides.source, how.real)
+    for name, facts in how.backend.side_sources().items():
+        sources.setdefault(name, {}).update(facts)
     session = store.start_session(exp.name, exp.source, exp.path, exp.spec_hash, side, how.backend.name,
                                   how.backend.groups(), how.environment, schedule.runs(), sources, exp.design)
     return OpenSession(session, side, schedule, None)
@@ -88,6 +90,9 @@ def _resume(exp: Experiment, store: Store, how: Opener, opening: Opening, pendin
     if reparse and not parser_only(pending.spec_text, exp.source):
         raise UsageError(f"{exp.path} changed since session {pending.id} began, beyond its parsers; "
                          "restore it or start a new session with --new-session")
+    variants = tuple(v for v in exp.variants if pending.side is None or v.name == pending.side)
+    how.backend.preflight(exp, variants)
+    _same_kernels(pending, how.backend.side_sources())  # prebuilt images: refused before the claim
     store.claim(pending.id, opening.takeover)
     if reparse:
         _reparse(exp, store, how, pending.id)
@@ -96,7 +101,19 @@ def _resume(exp: Experiment, store: Store, how: Opener, opening: Opening, pendin
     schedule = resumed_schedule(exp, side, len(how.backend.groups()), _resolved(exp, [side] if side else None),
                                 store.remaining(pending.id), store.planned(pending.id))
     _build(exp, how, schedule, [side] if side else None, recorded)
+    _same_kernels(pending, how.backend.side_sources())
     return OpenSession(pending.id, side, schedule, Busy.from_env(pending.environment))
+
+
+def _same_kernels(pending, now: dict[str, dict]) -> None:
+    """A resumed session boots the kernels it began with: an image whose bytes changed is refused."""
+    for side, facts in now.items():
+        then = ((pending.sources or {}).get(side) or {}).get("kernel") or {}
+        kernel = facts.get("kernel") or {}
+        if then.get("sha256") and kernel.get("sha256") and then["sha256"] != kernel["sha256"]:
+            raise UsageError(f"side {side!r}: kernel image {kernel.get('image')} changed since session {pending.id} "
+                             f"began (sha256 {then['sha256'][:12]} then, {kernel['sha256'][:12]} now): one session "
+                             "must not mix two kernels; restore the image or start a new session with --new-session")
 
 
 def _reparse(exp: Experiment, store: Store, how: Opener, session: int) -> None:
@@ -117,8 +134,10 @@ def _build(exp: Experiment, how: Opener, schedule: Schedule, sides: list[str] | 
     """The schedule's builds, after its placeholders are checked (before a long build), then the backend's
     preparation of the sides; on resume ``recorded`` holds each side's content hash as the session stored it."""
     preflight(exp, schedule, how.sides.env, False, schedule.builds())
+    variants = tuple(v for v in exp.variants if sides is None or v.name in sides)
+    how.backend.preflight(exp, variants)
     how.sides.sources = build_all(exp, schedule.builds(), how.sides.env, how.say, recorded)
-    how.backend.prepare(tuple(v for v in exp.variants if sides is None or v.name in sides), how.say)
+    how.backend.prepare(variants, how.say)
 
 
 def resolve_side(exp: Experiment, side: str | None) -> str | None:

@@ -5,11 +5,16 @@ new program's maxrss (fs/exec.c, ``setmax_mm_hiwater_rss``), so a workload
 spawned straight from perfab would report perfab's own peak RSS.  The helper
 is a few hundred lines of C with three modes:
 
-- the fork server (``ForkServer``), started once per executor: for each run
-  it vforks a child that execs the workload, and it answers on a socket
-  with the child's pid, then its wait status, rusage and wall time (fork to
-  exit).  perfab sleeps in a blocking ``recv`` meanwhile.  One exec per run
-  instead of two keeps the harness's cost per run under a millisecond.  The
+- the fork server (``ForkServer``), started once per executor: a run is one
+  request and one reply on a socket.  It vforks a child that execs the
+  workload on pipes it reads itself (the first ``cap`` bytes of each stream
+  kept, the rest counted, the end of stderr kept), kills its process group
+  at the timeout, and answers with the wait status, the rusage, the wall
+  time (fork to exit), the output, and the readings around the run: the
+  machine's ``/proc/stat`` counters before the fork and after the reap, and
+  the CPU time perfab and the server used between them (for
+  ``perfab.machine.busy``).  perfab sleeps in one blocking ``recv``
+  meanwhile: no pipes, no poll, no second round trip in Python.  The
   server is a child subreaper: after each run it kills and reaps whatever
   the workload left behind, even processes that left its session.
 - ``--rusage-out`` (``rusage_shim``, ``read_rusage``): run one command and
@@ -26,6 +31,7 @@ workload directly and leaves max RSS out where it cannot be the workload's.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import shutil
 import socket
@@ -37,6 +43,8 @@ from functools import lru_cache
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("perfab-exec.c")
+TAIL_BYTES = 4096  # the last bytes of stderr kept (where perf reports a signal death)
+GRACE_S = 0.25  # how long the pipes are still read once the workload is reaped
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,23 @@ class Report:
     nvcsw: int  # voluntary context switches
     nivcsw: int  # involuntary context switches
     status: int | None = None  # the raw wait status (``read_rusage``); None where reported apart
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What the fork server reported of one run that started."""
+
+    status: int  # the raw wait status
+    report: Report  # wall time (fork to exit) and the workload's rusage
+    timed_out: bool  # its process group was killed at the timeout
+    stdout: bytes  # the first cap bytes of stdout
+    stderr: bytes  # the first cap bytes of stderr
+    stdout_bytes: int  # every byte written to stdout
+    stderr_bytes: int  # every byte written to stderr
+    stderr_tail: bytes  # the last tail bytes of stderr
+    harness_s: float | None  # CPU time of perfab and the server over the window; None when unreadable
+    stat_before: tuple[int, ...] | None  # /proc/stat's cpu counters (ticks) before the fork; None when unreadable
+    stat_after: tuple[int, ...] | None  # the same after the reap
 
 
 def cache_dir() -> Path:
@@ -124,10 +149,14 @@ def unusable_string(argv: list[str], env: dict[str, str], cwd: str | None = None
 
 
 # Reply kinds and the stages a start can fail at (perfab-exec.c).
-STARTED, FAILED, DONE = 1, 2, 3
+FAILED, DONE = 2, 3
 STAGES = {1: "exec", 2: "chdir", 3: "affinity", 4: "descriptors"}
-_REPLY = struct.Struct("=9q")  # kind, value, detail, wall_ns, utime_us, stime_us, maxrss_kb, nvcsw, nivcsw
-_HEAD = struct.Struct("=4I")  # length of what follows, argc, envc, mask bytes
+STAT_FIELDS = 8  # user nice system idle iowait irq softirq steal
+# kind, value, detail, wall_ns, utime_us, stime_us, maxrss_kb, nvcsw, nivcsw, timed_out, out_total, err_total,
+# out_kept, err_kept, err_tail, harness_ns, then /proc/stat's counters before and after
+_REPLY = struct.Struct(f"={16 + 2 * STAT_FIELDS}q")
+_HEAD = struct.Struct("=7I2q")  # length of what follows, argc, envc, mask, cap and tail bytes, 0; timeout, grace ns
+KILL_RUN = struct.pack("=I", 0xFFFFFFFF)  # kill the run in flight (skipped between runs)
 
 
 class CannotStart(Exception):
@@ -142,13 +171,17 @@ class ServerGone(ConnectionError):
     """The server closed its end (it was killed) or answered out of turn."""
 
 
+class NotSent(ServerGone):
+    """The server was gone before a request reached it: nothing ran."""
+
+
 class ForkServer:
     """One running perfab-exec, serving one run at a time over a socketpair.
 
-    Per run: ``start`` sends the request and returns the workload's pid (it
-    leads its own process group), ``finish`` sleeps until the wait status
-    and the rusage arrive.  ``close`` ends the server: at EOF on its socket
-    it exits, killing the run in flight and everything it started.
+    ``run`` sends a request (``encode_request``) and sleeps until the run's
+    reply; ``kill`` (from a signal handler) asks the server to kill the run
+    in flight.  ``close`` ends the server: at EOF on its socket it exits,
+    killing the run in flight and everything it started.
     """
 
     def __init__(self, path: str):
@@ -169,45 +202,49 @@ class ForkServer:
         self.pid = self.proc.pid
         self.sock = ours
         self.closed = False
-        self._env: tuple[dict[str, str] | None, bytes] = (None, b"")  # the last environment, encoded
+        self.in_flight = False  # a request was sent whole and its reply is awaited: a kill may follow it
 
-    def start(self, argv: list[str], env: dict[str, str], cwd: str, cpus: set[int] | None,
-              out_w: int, err_w: int) -> int:
-        """Run ``argv``; its pid.  Raises CannotStart, or ServerGone when the server is dead."""
-        if env != self._env[0]:  # the runner passes one environment per side: encode it once
-            self._env = (dict(env), encode_env(env))
-        data = encode_request(argv, self._env[1], cwd, cpus)
+    def run(self, request: bytes) -> Finished:
+        """Run one request to its end.  Raises CannotStart, or ServerGone when the server is dead (before the
+        request: nothing ran) or dies during the run."""
         try:
-            sent = socket.send_fds(self.sock, [data], [out_w, err_w])
-            if sent < len(data):
-                self.sock.sendall(memoryview(data)[sent:])
+            self.sock.sendall(request)
         except OSError as e:  # EPIPE, ECONNRESET: the server died
-            raise ServerGone(str(e)) from e
-        kind, value, detail, *_ = self._reply()
-        if kind == FAILED:
-            raise CannotStart(value, STAGES.get(detail, "exec"))
-        if kind != STARTED:
-            raise ServerGone(f"perfab-exec answered {kind} to a start")
-        return value
+            raise NotSent(str(e)) from e
+        self.in_flight = True
+        try:
+            head = _REPLY.unpack(self._recv(_REPLY.size))
+            kind, value, detail = head[:3]
+            if kind == FAILED:
+                raise CannotStart(value, STAGES.get(detail, "exec"))
+            if kind != DONE:
+                raise ServerGone(f"perfab-exec answered {kind} for a run")
+            out_n, err_n, tail_n = head[12:15]
+            payload = self._recv(out_n + err_n + tail_n) if out_n + err_n + tail_n else b""
+        finally:
+            self.in_flight = False
+        return _finished(head, payload)
 
-    def finish(self) -> tuple[int, Report]:
-        """Sleep until the workload ends; its raw wait status and rusage."""
-        kind, status, _, wall_ns, utime_us, stime_us, rss_kb, nv, niv = self._reply()
-        if kind != DONE:
-            raise ServerGone(f"perfab-exec answered {kind} for a finished run")
-        return status, Report(wall_ns / 1e9, utime_us / 1e6, stime_us / 1e6, rss_kb, nv, niv)
-
-    def _reply(self) -> tuple[int, ...]:
-        data = b""
-        while len(data) < _REPLY.size:  # MSG_WAITALL may still return early at a signal
+    def kill(self) -> None:
+        """Ask the server to kill the run in flight (safe in a signal handler; a no-op between runs)."""
+        if self.in_flight and not self.closed:
             try:
-                chunk = self.sock.recv(_REPLY.size - len(data), socket.MSG_WAITALL)
+                self.sock.send(KILL_RUN, socket.MSG_DONTWAIT)
+            except OSError:
+                pass
+
+    def _recv(self, size: int) -> bytes:
+        data = bytearray(size)
+        view, got = memoryview(data), 0
+        while got < size:  # MSG_WAITALL may still return early at a signal
+            try:
+                n = self.sock.recv_into(view[got:], size - got, socket.MSG_WAITALL)
             except ConnectionError as e:
                 raise ServerGone(str(e)) from e
-            if not chunk:
+            if not n:
                 raise ServerGone("perfab-exec exited")
-            data += chunk
-        return _REPLY.unpack(data)
+            got += n
+        return bytes(data)
 
     def close(self, grace_s: float = 2.0) -> None:
         """Close the socket (the server exits at EOF) and reap it; SIGKILL it after ``grace_s``."""
@@ -222,10 +259,24 @@ class ForkServer:
             self.proc.wait()
 
 
-def encode_request(argv: list[str], env: dict[str, str] | bytes, cwd: str, cpus: set[int] | None) -> bytes:
+def _finished(head: tuple[int, ...], payload: bytes) -> Finished:
+    """The reply's fields (``_REPLY``) and the bytes that follow them, as a ``Finished``."""
+    status, wall_ns, utime_us, stime_us, rss_kb, nv, niv, timed_out, out_total, err_total = head[1], *head[3:12]
+    out_n, err_n = head[12], head[13]
+    out, err, tail = payload[:out_n], payload[out_n:out_n + err_n], payload[out_n + err_n:]
+    before, after = head[16:16 + STAT_FIELDS], head[16 + STAT_FIELDS:]
+    return Finished(status, Report(wall_ns / 1e9, utime_us / 1e6, stime_us / 1e6, rss_kb, nv, niv), bool(timed_out),
+                    out, err, out_total, err_total, tail if head[14] else err[-TAIL_BYTES:],
+                    None if head[15] < 0 else head[15] / 1e9, None if min(before) < 0 else before,
+                    None if min(after) < 0 else after)
+
+
+def encode_request(argv: list[str], env: dict[str, str] | bytes, cwd: str, cpus: set[int] | None,
+                   cap_bytes: int = 0, timeout_s: float = 0.0, tail_bytes: int = TAIL_BYTES,
+                   grace_s: float = GRACE_S) -> bytes:
     """One request in perfab-exec's format; ValueError naming a string exec could not take.
 
-    ``env`` may be given already encoded by ``encode_env``.
+    ``env`` may be given already encoded by ``encode_env``; ``timeout_s`` 0 is none.
     """
     if not argv:
         raise ValueError("argv must not be empty")
@@ -235,7 +286,13 @@ def encode_request(argv: list[str], env: dict[str, str] | bytes, cwd: str, cpus:
         raise ValueError(unusable_string(argv, {}, cwd) or "embedded null byte")
     mask = cpu_mask(cpus)
     size = _HEAD.size - 4 + len(mask) + len(blob) + len(env_blob)
-    return _HEAD.pack(size, len(argv), env_blob.count(b"\0"), len(mask)) + mask + blob + env_blob
+    limits = (min(cap_bytes, 0xFFFFFFFF), tail_bytes, 0, _ns(timeout_s), _ns(grace_s))
+    return _HEAD.pack(size, len(argv), env_blob.count(b"\0"), len(mask), *limits) + mask + blob + env_blob
+
+
+def _ns(seconds: float) -> int:
+    """Seconds as whole nanoseconds for the server (infinite or beyond 292 years: 0, none)."""
+    return int(seconds * 1e9) if math.isfinite(seconds) and 0 < seconds < 9e9 else 0
 
 
 def encode_env(env: dict[str, str]) -> bytes:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,7 +100,8 @@ def parse_output(exp: Experiment, workload: str | None, stdout_path: str,
     if chosen.parser is None:
         raise UsageError(f"workload {chosen.name!r} has no parser; set workload.parser in {exp.path}")
     parse = get_parser(chosen.parser, chosen.parser_options)
-    return chosen, parse(_read(stdout_path), _read(stderr_path) if stderr_path else "")
+    cap = exp.stdout_cap_bytes
+    return chosen, parse(_read(stdout_path, cap), _read(stderr_path, cap) if stderr_path else "")
 
 
 def _workload(exp: Experiment, name: str | None) -> Workload:
@@ -114,9 +117,27 @@ def _workload(exp: Experiment, name: str | None) -> Workload:
                      "choose one with --workload NAME")
 
 
-def _read(path: str) -> str:
+def _read(path: str, cap: int) -> str:
+    """A saved output, as ``run`` would read it: a regular file of at most ``cap`` bytes (experiment.stdout_cap);
+    a FIFO, a device or a directory is refused unread, and a longer file too (run fails such a run unparsed)."""
+    fix = "give the file the workload's output was saved to"
     try:
-        return Path(path).read_bytes().decode(errors="replace")
+        with open(path, "rb", opener=_no_block) as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                from perfab.kernel.preflight import file_kind
+
+                raise UsageError(f"{path} is {file_kind(st.st_mode)}, not a saved output; {fix}")
+            data = f.read(cap + 1)
     except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror or e}; give the file the workload's output was saved to") \
-            from None
+        raise UsageError(f"cannot read {path}: {e.strerror or e}; {fix}") from None
+    if len(data) > cap:
+        raise UsageError(f"{path} holds more than experiment.stdout_cap ({cap:,} bytes), and `perfab run` fails such "
+                         "a run unparsed (a parser reading part of it could read the wrong figure); raise stdout_cap "
+                         "in the spec")
+    return data.decode(errors="replace")
+
+
+def _no_block(path: str, flags: int) -> int:
+    """Open without waiting for a FIFO's writer: it is refused, not read."""
+    return os.open(path, flags | os.O_NONBLOCK)

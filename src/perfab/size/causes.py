@@ -2,13 +2,18 @@
 
 From the symbol tables alone a family is ``new``, ``removed``, had a clone
 appear or vanish (``clone``: ``foo`` became ``foo.isra``), or kept its
-members and changed size (``body``).  With each side's inline index (DWARF
+members and changed size (``body``).  With each side's inline sites (DWARF
 ``DW_TAG_inlined_subroutine`` ranges, ``perfab.size.inline``) the first two
 sharpen: a function that vanished while the new file has inlined copies of
 it was ``inlined`` (into its only caller, or at K sites), and a function that
 appeared while the old file had inlined copies was ``uninlined``.  A body
 change also names what the family's functions now inline, or no longer do,
 so "copy_process +3726" reads "now inlines copy_mm".
+
+The sites are those of the changed families' functions (``diff`` reads no
+others): the copies a function gained or lost when it was inlined or
+uninlined sit in callers that changed with it, and a copy in a function
+that kept its size is not counted.
 """
 
 from __future__ import annotations
@@ -32,67 +37,63 @@ class Cause:
     text: str  # the phrase the report prints, e.g. "inlined into its only caller main"
 
 
-class SiteGroups:
-    """Inline sites grouped by a family base; a group's ``InlineSite`` values are built when asked for.
+class _Grouped:
+    """Inline sites grouped by a family base; a group's sites are built when it is asked for."""
 
-    Over the reader's columns only the string ids are grouped: ``family_base``
-    runs once per distinct name, and a vmlinux's ~300,000 sites become values
-    only for the families a cause names.
-    """
-
-    def __init__(self, columns, ids: np.ndarray):
-        self.columns = columns  # perfab.size.inline.SiteColumns
-        distinct, inverse = np.unique(ids, return_inverse=True)
-        self.number: dict[str, int] = {}  # family base -> group number
-        codes = np.array([self.number.setdefault(family_base(columns.strings[i]), len(self.number))
-                          for i in distinct.tolist()], dtype=np.int64)
-        code = codes[inverse] if len(ids) else np.zeros(0, dtype=np.int64)
-        self.order = np.argsort(code, kind="stable")  # site positions grouped, DWARF order within a group
-        self.bounds = np.searchsorted(code[self.order], np.arange(len(self.number) + 1))
-
-    def _positions(self, base: str) -> np.ndarray | None:
-        k = self.number.get(base)
-        return None if k is None else self.order[self.bounds[k] : self.bounds[k + 1]]
+    def __init__(self, groups: dict[str, list], build):
+        self.groups = groups  # family base -> the group's sites, or their positions for ``build``
+        self.build = build  # the group -> its list of ``InlineSite``
 
     def get(self, base: str, default=None):
         """The sites of family ``base`` in DWARF order, or ``default``."""
-        where = self._positions(base)
-        return default if where is None else self.columns.sites(where)
+        found = self.groups.get(base)
+        return default if found is None else self.build(found)
 
     def count(self, base: str) -> int:
         """How many sites family ``base`` has."""
-        where = self._positions(base)
-        return 0 if where is None else len(where)
-
-
-class _Listed(dict):
-    """Sites given as values, grouped by family base (``SiteGroups``' interface)."""
-
-    def count(self, base: str) -> int:
-        """How many sites family ``base`` has."""
-        return len(self.get(base, ()))
+        return len(self.groups.get(base, ()))
 
 
 @dataclass(frozen=True)
 class InlineView:
     """One side's inline sites, grouped by the families of callee and caller."""
 
-    by_callee: Any  # callee family base -> InlineSite list (``get``, ``count``)
-    by_caller: Any  # family base of the out-of-line caller -> InlineSite list (``get``, ``count``)
+    by_callee: _Grouped  # callee family base -> its sites
+    by_caller: _Grouped  # family base of the out-of-line caller -> the sites it inlines directly (nested ones
+    # come with their parent)
 
     @classmethod
     def of(cls, index) -> InlineView | None:
-        """Group an ``InlineIndex`` (None stays None)."""
+        """Group an ``InlineIndex`` (None stays None).
+
+        Over the reader's columns, sites are grouped by position, ``family_base``
+        runs once per distinct name, and values are built only for the groups a
+        cause asks for: a vmlinux diff's 37,000 sites per file are mostly
+        nested ones, which no cause lists.
+        """
         if index is None:
             return None
-        if index.columns is not None:
-            return cls(SiteGroups(index.columns, index.columns.callee), SiteGroups(index.columns, index.columns.caller))
-        callee: dict[str, list[Any]] = defaultdict(list)
-        caller: dict[str, list[Any]] = defaultdict(list)
-        for site in index.sites:
-            callee[family_base(site.callee)].append(site)
-            caller[family_base(site.caller)].append(site)
-        return cls(_Listed(callee), _Listed(caller))
+        if index.columns is None:
+            callee: dict[str, list[Any]] = defaultdict(list)
+            caller: dict[str, list[Any]] = defaultdict(list)
+            for site in index.sites:
+                callee[family_base(site.callee)].append(site)
+                if site.parent is None:
+                    caller[family_base(site.caller)].append(site)
+            return cls(_Grouped(callee, list), _Grouped(caller, list))
+        cols = index.columns
+        bases = [family_base(name) for name in cols.strings]
+        direct = np.flatnonzero(cols.parent < 0)
+        return cls(_Grouped(_positions(bases, cols.callee, np.arange(len(cols.callee))), cols.sites_at),
+                   _Grouped(_positions(bases, cols.caller[direct], direct), cols.sites_at))
+
+
+def _positions(bases: list[str], ids: np.ndarray, positions: np.ndarray) -> dict[str, list[int]]:
+    """Family base of the name with string id ``ids[k]`` -> the ``positions[k]`` under it, in order."""
+    out: dict[str, list[int]] = defaultdict(list)
+    for name_id, at in zip(ids.tolist(), positions.tolist()):
+        out[bases[name_id]].append(at)
+    return out
 
 
 def explain(base: str, members: list[FamilyMember], old: InlineView | None, new: InlineView | None) -> Cause:
@@ -150,8 +151,8 @@ def _inline_detail(base: str, old: InlineView | None, new: InlineView | None, to
     """What the family's functions inline directly now and did not before, and the reverse."""
     if old is None or new is None:
         return []
-    direct_old = [s for s in old.by_caller.get(base, []) if s.parent is None]  # nested inlines come with their parent
-    direct_new = [s for s in new.by_caller.get(base, []) if s.parent is None]
+    direct_old = old.by_caller.get(base, [])  # direct sites only: nested inlines come with their parent
+    direct_new = new.by_caller.get(base, [])
     before = Counter(family_base(s.callee) for s in direct_old)
     after = Counter(family_base(s.callee) for s in direct_new)
     bytes_after = Counter()

@@ -6,8 +6,11 @@ report module only formats it.  The steps:
 1. symbols of each side (``symbols.read_symbols``, or bloat-o-meter's rules
    with ``compat=True``) -> the familiar add/remove table;
 2. keys of both sides folded into families (``families``), each changed
-   family given a cause (``causes``) from the inline indexes when DWARF is
-   present on both sides;
+   family given a cause (``causes``) from the inline sites of the changed
+   families' functions when DWARF is present on both sides: the reader
+   (``inline.read_function_index``) walks those functions and no other, so
+   a vmlinux costs a fifth of its units and a few thousand of its 45,000
+   functions, not the whole DWARF;
 3. per section: old, new, the symbols' share and the bytes no symbol covers.
 """
 
@@ -91,7 +94,7 @@ class Coverage:
 
     old_text_pct: float  # % of executable-section bytes inside some function symbol, old file
     new_text_pct: float  # same, new file
-    old_inline_pct: float | None  # % of function bytes inside DWARF inline ranges; None: no DWARF
+    old_inline_pct: float | None  # % of the changed functions' bytes inside DWARF inline ranges; None: no DWARF
     new_inline_pct: float | None  # same, new file
 
 
@@ -138,12 +141,13 @@ def diff_files(
     for f in (fo, fn):
         if f.symbols is None:
             raise UsageError(f"{f.path}: no .symtab (stripped): nothing to compare symbol by symbol; give unstripped builds (a -dbg vmlinux)")
-    reads = _start_reads(fo, fn, dwarf)  # the DWARF walks run without the GIL while the symbols are compared
     so, sn = read_symbols(fo), read_symbols(fn)
     joined = _join(so, sn, KINDS)
     tables = tuple(_table(so, sn, m, joined) for m in MODES[mode])
-    idx_old, idx_new, inline_changes, more = _inline_indexes(fo, fn, dwarf, reads)
-    families = _families(so, sn, joined, InlineView.of(idx_old), InlineView.of(idx_new), _MODE_KINDS[mode if mode != "categories" else "all"])
+    groups = _family_groups(so, sn, joined, _MODE_KINDS[mode if mode != "categories" else "all"])
+    chosen = _functions_of(groups, so), _functions_of(groups, sn)
+    idx_old, idx_new, inline_changes, more = _inline_indexes(fo, fn, dwarf, chosen)
+    families = _family_rows(groups, InlineView.of(idx_old), InlineView.of(idx_new))
     coverage = Coverage(_text_pct(so), _text_pct(sn), _inline_pct(idx_old), _inline_pct(idx_new))
     sections = _section_rows(so.sections, sn.sections)
     return SizeDiff(str(old), str(new), False, tables, families, sections, coverage, inline_changes, tuple(warnings + more), mismatch)
@@ -199,46 +203,72 @@ def _table(so: SymbolSet, sn: SymbolSet, mode: str, joined: _Joined) -> C.Symbol
     return C.count_table(C.TITLES[mode], j.old, j.new, names)
 
 
-def _families(so: SymbolSet, sn: SymbolSet, j: _Joined, vo, vn, kinds) -> tuple[FamilyRow, ...]:
-    """Changed families; only the keys whose name or head hashes to a changed family's base are decoded."""
+@dataclass(frozen=True)
+class _Group:
+    """One changed family before its cause is known."""
+
+    fid: tuple  # (base name, file or None), as ``families.assign_families`` names it
+    keys: list  # (name, file) of every member
+    old: dict  # member key -> bytes in the old file
+    new: dict  # member key -> bytes in the new file
+    kind: str  # where its largest member lives
+    hashes: np.ndarray  # uint64 symbol keys of its members (``SymbolSet.key``)
+
+
+def _family_groups(so: SymbolSet, sn: SymbolSet, j: _Joined, kinds) -> list[_Group]:
+    """The changed families of ``kinds``, causes not yet known; only the keys whose name or head hashes to a
+    changed family's base are decoded."""
     changed = np.flatnonzero(j.delta != 0).tolist()
     bases = {family_base(_label(j, i, so, sn)[0]) for i in changed}
     wanted = np.array(sorted({hash_str(b) for b in bases}), dtype=np.uint64)
     hit = np.isin(_name_hash(j, so, sn), wanted) | np.isin(_name_hash(j, so, sn, "head_hash"), wanted)
-    old_sizes, new_sizes, kind_of = {}, {}, {}
+    old_sizes, new_sizes, kind_of, hash_of = {}, {}, {}, defaultdict(list)
     for i in np.flatnonzero(hit).tolist():
         key = _label(j, i, so, sn)
+        hash_of[key].append(int(j.key[i]))
         if j.old[i] >= 0:
             old_sizes[key] = old_sizes.get(key, 0) + int(j.old[i])
         if j.new[i] >= 0:
             new_sizes[key] = new_sizes.get(key, 0) + int(j.new[i])
         rep_kind = so.kind[j.old_rep[i]] if j.old_rep[i] >= 0 else sn.kind[j.new_rep[i]]
         kind_of[key] = KINDS[int(rep_kind)]
-    return _family_rows(old_sizes, new_sizes, kind_of, vo, vn, kinds)
-
-
-def _family_rows(old: dict, new: dict, kind_of: dict, vo, vn, kinds) -> tuple[FamilyRow, ...]:
-    changed = {k for k, v in old.items() if new.get(k) != v} | (new.keys() - old.keys())
-    fam_of = assign_families(set(old) | set(new))
-    wanted = {fam_of[k] for k in changed}
+    changed_keys = {k for k, v in old_sizes.items() if new_sizes.get(k) != v} | (new_sizes.keys() - old_sizes.keys())
+    fam_of = assign_families(set(old_sizes) | set(new_sizes))
+    wanted_fids = {fam_of[k] for k in changed_keys}
     keys_of: dict = defaultdict(list)
     for key, fid in fam_of.items():
-        if fid in wanted:
+        if fid in wanted_fids:
             keys_of[fid].append(key)
-    rows = [_family_row(fid, keys, old, new, kind_of, vo, vn) for fid, keys in keys_of.items()]
-    rows = [r for r in rows if r.kind in kinds]
+    groups = []
+    for fid, keys in keys_of.items():
+        biggest = max(keys, key=lambda k: max(old_sizes.get(k, 0), new_sizes.get(k, 0)))
+        if kind_of[biggest] in kinds:
+            hashes = np.array([h for k in keys for h in hash_of[k]], dtype=np.uint64)
+            groups.append(_Group(fid, keys, old_sizes, new_sizes, kind_of[biggest], hashes))
+    return groups
+
+
+def _functions_of(groups: list[_Group], ss: SymbolSet) -> np.ndarray:
+    """``.symtab`` indices of the function symbols of ``ss`` that are members of ``groups``: the functions whose
+    DWARF the causes read."""
+    hashes = np.concatenate([g.hashes for g in groups]) if groups else np.zeros(0, dtype=np.uint64)
+    mine = np.isin(ss.key, hashes) & (ss.kind == KINDS.index("text"))
+    return ss.index[mine] + 1  # ElfSymbols drops the null symbol, which .symtab counts
+
+
+def _family_rows(groups: list[_Group], vo, vn) -> tuple[FamilyRow, ...]:
+    rows = [_family_row(g, vo, vn) for g in groups]
     rows.sort(key=lambda r: (-abs(r.delta_bytes), r.name, r.file or ""))
     return tuple(rows)
 
 
-def _family_row(fid, keys, old: dict, new: dict, kind_of: dict, vo, vn) -> FamilyRow:
-    members = sorted((FamilyMember(k[0], old.get(k), new.get(k)) for k in keys), key=_member_order)
-    biggest = max(keys, key=lambda k: max(old.get(k, 0), new.get(k, 0)))
+def _family_row(g: _Group, vo, vn) -> FamilyRow:
+    members = sorted((FamilyMember(k[0], g.old.get(k), g.new.get(k)) for k in g.keys), key=_member_order)
     in_old = [m.old_bytes for m in members if m.old_bytes is not None]
     in_new = [m.new_bytes for m in members if m.new_bytes is not None]
     return FamilyRow(
-        fid[0], fid[1], kind_of[biggest], sum(in_old) if in_old else None, sum(in_new) if in_new else None,
-        tuple(members), explain(fid[0], members, vo, vn),
+        g.fid[0], g.fid[1], g.kind, sum(in_old) if in_old else None, sum(in_new) if in_new else None,
+        tuple(members), explain(g.fid[0], members, vo, vn),
     )
 
 
@@ -270,26 +300,20 @@ def _inline_pct(index) -> float | None:
     return 100.0 * index.covered_bytes / index.function_bytes
 
 
-def _start_reads(fo: ElfFile, fn: ElfFile, dwarf: bool):
-    """(inline module or the error loading it, refused files' reasons, path -> future of its index)."""
+def _inline_indexes(fo: ElfFile, fn: ElfFile, dwarf: bool, chosen: tuple[np.ndarray, np.ndarray]):
+    """(old index, new index, inline listing, warnings) over the ``chosen`` functions (``.symtab`` indices per
+    file); indexes None where unavailable."""
     if not dwarf:
-        return None, {}, {}
+        return None, None, None, ["DWARF not read (--no-dwarf): causes come from symbols alone; inlining is not detected"]
     try:
         from perfab.size import inline
     except ImportError as err:
-        return err, {}, {}
-    refused = {f.path: bomb for f in (fo, fn) if f.has_debug_info and (bomb := inflation_refused(f)) is not None}
-    return inline, refused, _read_both(inline, [f.path for f in (fo, fn) if f.has_debug_info and f.path not in refused])
-
-
-def _inline_indexes(fo: ElfFile, fn: ElfFile, dwarf: bool, started):
-    """(old index, new index, inline listing, warnings); indexes None where unavailable."""
-    inline, refused, reads = started
-    if not dwarf:
-        return None, None, None, ["DWARF not read (--no-dwarf): causes come from symbols alone; inlining is not detected"]
-    if isinstance(inline, ImportError):
-        return None, None, None, [f"inline causes unavailable: the DWARF reader could not be loaded ({inline}); causes come from symbols alone"]
+        return None, None, None, [f"inline causes unavailable: the DWARF reader could not be loaded ({err}); "
+                                  "causes come from symbols alone"]
     warnings = [f"{f.path}: no debug info: inlined/uninlined causes unavailable; build with -g" for f in (fo, fn) if not f.has_debug_info]
+    refused = {f.path: bomb for f in (fo, fn) if f.has_debug_info and (bomb := inflation_refused(f)) is not None}
+    wanted = [(f.path, c) for f, c in zip((fo, fn), chosen) if f.has_debug_info and f.path not in refused]
+    reads = _read_both(inline, wanted)
     indexes = []
     for f in (fo, fn):
         index = None
@@ -298,7 +322,7 @@ def _inline_indexes(fo: ElfFile, fn: ElfFile, dwarf: bool, started):
             indexes.append(None)
             continue
         try:
-            index = reads[f.path].result() if f.has_debug_info else None
+            index = _raised(reads[f.path]) if f.has_debug_info else None
         except ToolError as err:
             return None, None, None, [f"inline causes unavailable: {err}"]
         except UsageError as err:  # damaged DWARF: the symbol diff does not need it, so that side has none
@@ -312,16 +336,36 @@ def _inline_indexes(fo: ElfFile, fn: ElfFile, dwarf: bool, started):
     return io, ino, listing, warnings
 
 
-def _read_both(inline, paths: list[str]) -> dict:
-    """Start reading each file's inline index at once: the compiled reader runs without the GIL, so one
-    file's DWARF walk overlaps the other's conversion to Python values, and both overlap the symbol diff.
-    Path -> future."""
-    from concurrent.futures import ThreadPoolExecutor
+def _read_both(inline, reads: list[tuple[str, np.ndarray]]) -> dict:
+    """Read each file's chosen functions at once, the second in a thread of its own (the compiled reader runs
+    without the GIL).  Path -> its index, or the exception reading it raised.  A plain thread: importing
+    ``concurrent.futures`` (and ``logging`` with it) would cost 20 ms."""
+    import threading
 
-    pool = ThreadPoolExecutor(max_workers=2)
-    futures = {p: pool.submit(inline.read_inline_index, p) for p in dict.fromkeys(paths)}
-    pool.shutdown(wait=False)  # the threads finish their reads; the futures hold the results
-    return futures
+    results: dict = {}
+
+    def read(path: str, chosen: np.ndarray) -> None:
+        try:
+            results[path] = inline.read_function_index(path, chosen)
+        except Exception as err:  # noqa: BLE001 - handed to the caller, which raises it
+            results[path] = err
+
+    pending = list(dict(reads).items())  # a file diffed against itself is read once
+    threads = [threading.Thread(target=read, args=item) for item in pending[1:]]
+    for t in threads:
+        t.start()
+    if pending:
+        read(*pending[0])
+    for t in threads:
+        t.join()
+    return results
+
+
+def _raised(result):
+    """``result``, raised if it is an exception."""
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
 INFLATION_FACTOR = 100  # compressed DWARF inflates 3-10x in practice; zlib's worst case is about 1000x

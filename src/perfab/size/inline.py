@@ -2,7 +2,9 @@
 
 The compiled reader ``perfab_native.inline_sites`` walks the DWARF of an ELF
 file (DWARF 4 and 5, compressed sections, vmlinux) and returns every concrete
-function and every ``DW_TAG_inlined_subroutine`` as packed columns.  Each
+function and every ``DW_TAG_inlined_subroutine`` as packed columns;
+``function_sites`` does the same for chosen functions only (the size diff's
+changed ones), reading no other part of the DWARF.  Each
 code byte belongs to its innermost inline site: a site's exclusive bytes are
 its address ranges minus its children's, its inclusive bytes are all of its
 ranges.  This module keeps those columns, builds ``InlineSite`` values only
@@ -49,11 +51,10 @@ class InlineSite(NamedTuple):
 
 
 class SiteColumns:
-    """One file's inline sites as the reader's packed columns; ``InlineSite`` values built on demand.
+    """One file's inline sites as the reader's packed columns; ``InlineSite`` values built when first asked for.
 
-    A vmlinux has ~300,000 sites: the diff compares them per callee in the
-    compiled reader (``compare_sites``) and builds values only for the sites
-    a cause names.
+    The diff compares two files per callee in the compiled reader
+    (``compare_sites``) without building values; causes group them.
     """
 
     def __init__(self, data: dict):
@@ -66,23 +67,25 @@ class SiteColumns:
         self.parent = _array(data, "site_parent", "<i4")  # enclosing site's position, -1 at top level
         self.rest = {key: _array(data, key) for key in ("site_file", "site_line", "site_exclusive", "site_inclusive", "site_linkage")}
 
-    def sites(self, which=None) -> list[InlineSite]:
-        """The sites at positions ``which`` (all when None), in that order."""
-        pick = (lambda col: col) if which is None else (lambda col: col[which])
-        strings, rest = self.strings, self.rest
-        parent = pick(self.parent)
-        parent_callee = [strings[i] for i in self.callee[np.maximum(parent, 0)].tolist()] if len(parent) else []
-        return list(map(tuple.__new__, repeat(InlineSite), zip(
-            [strings[i] for i in pick(self.callee).tolist()],
-            [strings[i] for i in pick(self.caller).tolist()],
-            [c if p >= 0 else None for p, c in zip(parent.tolist(), parent_callee)],
-            [strings[i] for i in pick(rest["site_file"]).tolist()],
-            pick(rest["site_line"]).tolist(),
-            pick(rest["site_exclusive"]).tolist(),
-            pick(rest["site_inclusive"]).tolist(),
-            [strings[i] for i in pick(self.symbol).tolist()],
-            [strings[i] for i in pick(rest["site_linkage"]).tolist()],
-        )))
+    def sites(self) -> list[InlineSite]:
+        """Every site, in DWARF order."""
+        return list(map(tuple.__new__, repeat(InlineSite), zip(*self._fields)))
+
+    def sites_at(self, positions: list[int]) -> list[InlineSite]:
+        """The sites at ``positions``, in that order."""
+        f = self._fields
+        return [InlineSite(f[0][i], f[1][i], f[2][i], f[3][i], f[4][i], f[5][i], f[6][i], f[7][i], f[8][i])
+                for i in positions]
+
+    @cached_property
+    def _fields(self) -> tuple[list, ...]:
+        """``InlineSite``'s fields as one list per field (string ids looked up by numpy over an object array)."""
+        names, rest = np.array(self.strings, dtype=object), self.rest
+        parent = names[self.callee[np.maximum(self.parent, 0)]] if len(self.parent) else names[:0]
+        parent[self.parent < 0] = None
+        return (names[self.callee].tolist(), names[self.caller].tolist(), parent.tolist(),
+                names[rest["site_file"]].tolist(), rest["site_line"].tolist(), rest["site_exclusive"].tolist(),
+                rest["site_inclusive"].tolist(), names[self.symbol].tolist(), names[rest["site_linkage"]].tolist())
 
 
 def _array(data: dict, key: str, dtype: str = "<u4") -> np.ndarray:
@@ -176,6 +179,29 @@ def read_inline_index(path: str | Path, threads: int = 0) -> InlineIndex | None:
     if data is None:
         return None
     if data["unit_errors"] and len(data["unit_errors"]) == data["units"]:
+        raise UsageError(f"{path}: no readable DWARF unit ({data['unit_errors'][0]}); rebuild it with -g")
+    return _index_from_columns(data)
+
+
+def read_function_index(path: str | Path, symbols) -> InlineIndex | None:
+    """The inline sites of the chosen functions of the ELF file at ``path``; None when it has no DWARF.
+
+    ``symbols`` are ``.symtab`` indices (the null symbol is 0): the reader
+    walks only the concrete functions whose code holds one of their
+    addresses, in the units ``.debug_aranges`` names for them.  The index's
+    byte counts and sites are those of these functions alone.  Unreadable
+    files raise ``UsageError``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file; give the path of an ELF file")
+    try:
+        data = _native().function_sites(str(path), [int(i) for i in symbols])
+    except ValueError as err:
+        raise UsageError(f"{path}: {err}; give an ELF file built with -g") from None
+    if data is None:
+        return None
+    if data["unit_errors"] and len(data["unit_errors"]) >= data["units"]:
         raise UsageError(f"{path}: no readable DWARF unit ({data['unit_errors'][0]}); rebuild it with -g")
     return _index_from_columns(data)
 

@@ -130,7 +130,8 @@ def _check_lines(d: SizeDiff) -> list[str]:
     if c is not None:
         text = f"Function symbols cover {c.old_text_pct:.1f}% (old) and {c.new_text_pct:.1f}% (new) of executable sections"
         if c.old_inline_pct is not None or c.new_inline_pct is not None:
-            text += f"; inline ranges cover {_pct(c.old_inline_pct)} (old) and {_pct(c.new_inline_pct)} (new) of function bytes"
+            text += (f"; inline ranges cover {_pct(c.old_inline_pct)} (old) and {_pct(c.new_inline_pct)} (new) "
+                     "of the changed functions' bytes")
         lines.append(text + ".")
     return lines
 

@@ -128,6 +128,8 @@ class Measure:
     files: tuple[str, ...]  # guest backend: host files copied into the guest at the same path
     vmstat: tuple[str, ...]  # guest backend: /proc/vmstat rows counted over each run, in the guest
     cache_sim: bool  # guest backend: simulate L1i/L1d/LL in the TCG plugin
+    root: str  # guest backend: what the guest runs from: "initramfs" (files copied in) or "host" (this machine's /)
+    coherence: bool  # guest backend: private L1d per vCPU with MESI in the TCG plugin (HITM, invalidations)
     options: dict[str, Any]  # keys a backend declares (its measure_keys) that have no field here
 
 

@@ -185,3 +185,14 @@ def param_value(value: Any, at: At) -> str:
     if isinstance(value, str) and (not value or any(c in value for c in "{}\n")):
         raise at.fail(f"value {value!r} cannot be a placeholder value", "use plain text")
     return str(value)
+
+
+def cpu_list(text: str) -> set[int]:
+    """The CPUs of ``"1"`` or ``"0-1,3"``; empty for no text or text that is not such a list."""
+    out: set[int] = set()
+    for part in filter(None, (x.strip() for x in text.split(","))):
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()) or int(hi or lo) < int(lo):
+            return set()
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out

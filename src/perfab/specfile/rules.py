@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from perfab.errors import SpecError, UsageError
 from perfab.specfile import Experiment, Variant
+from perfab.specfile import checks
 from perfab.specfile.checks import AUTO, PLACEHOLDER
 from perfab.specfile.kinds import At
 from perfab.specfile.schema import MAX_PLAN, RUNS, default, key, keys_by_backend, owner
@@ -144,18 +145,19 @@ def cpus_with_counters(t: dict, values: dict, at: At) -> None:
 
 
 def backend_keys(t: dict, at: At) -> None:
-    """Each backend's own keys are refused under another backend (unless it borrows them)."""
+    """Each backend's own keys are refused under another backend (unless it borrows or shares them)."""
     backend = key("measure", "backend").value.read(t.get("backend", default("measure", "backend")),
                                                     at.child("backend"))
     perf_counters(backend, t, at)
     keys = keys_by_backend()
-    borrowed = keys[backend].borrows if t.get(keys[backend].borrows_when) is True else ()
+    entry = keys[backend]
+    borrowed = (*entry.shares, *(entry.borrows if t.get(entry.borrows_when) is True else ()))
     for name in t:
         mine = owner(name)
         if mine is None or mine == backend or name in borrowed:
             continue
-        lenders = [b for b, entry in keys.items() if name in entry.borrows]
-        also = "".join(f" (or {b} with {keys[b].borrows_when} = true)" for b in lenders)
+        also = "".join(f" (or {b} with {e.borrows_when} = true)" for b, e in keys.items() if name in e.borrows)
+        also += "".join(f" (or {b})" for b, e in keys.items() if name in e.shares)
         raise at.child(name).fail(f"is read by the {mine} backend{also}, not {backend!r}",
                                   f'set backend = "{mine}"{keys[mine].fix} or remove {name}')
 
@@ -252,6 +254,29 @@ def service_counters(exp: Experiment, at: At) -> None:
                 f'set [measure] backend = "{counter.name}" or remove service.counters')
 
 
+def service_in_guest(exp: Experiment, at: At) -> None:
+    """A service that starts in each run's guest (the guest backend) is pinned to vCPUs the guest has,
+    and leaves one for the workload."""
+    if not _backends().declared(exp.measure.backend).runs_service:
+        return
+    vcpus = exp.measure.vcpus
+    for i, wl in enumerate(exp.workloads):
+        if wl.service is not None and wl.service.counters == "pids":
+            raise At(at.path, f"workload[{i}].service.counters").fail(
+                "a server in the guest is counted by the vCPUs it is pinned to, not by its processes",
+                'set counters = "cpus" and cpus = "1" (with measure.vcpus = 2 or more)')
+        if wl.service is None or not wl.service.cpus:
+            continue
+        cpus = checks.cpu_list(wl.service.cpus)
+        where = At(at.path, f"workload[{i}].service.cpus")
+        if not cpus or max(cpus) >= vcpus:
+            raise where.fail(f"{wl.service.cpus!r} names a vCPU the guest does not have (measure.vcpus = {vcpus})",
+                             f"pin the server to vCPUs 0..{vcpus - 1}, or raise measure.vcpus")
+        if len(cpus) >= vcpus:
+            raise where.fail(f"{wl.service.cpus!r} leaves none of the guest's {vcpus} vCPUs for the workload",
+                             "raise measure.vcpus, or pin the server to fewer vCPUs")
+
+
 BEFORE: dict[str, tuple[Callable[[dict, At], None], ...]] = {
     "experiment": (design_needs_auto,),
     "measure": (backend_keys,),
@@ -264,4 +289,4 @@ AFTER: dict[str, tuple[Callable[[dict, dict, At], None], ...]] = {
     "workload.service": (cpus_with_counters,),
 }
 ACROSS: tuple[Callable[[Experiment, At], None], ...] = (
-    sides_alike, plan_size, kernel_sides, no_shadowed_params, service_counters)
+    sides_alike, plan_size, kernel_sides, no_shadowed_params, service_counters, service_in_guest)

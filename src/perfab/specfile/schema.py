@@ -22,6 +22,7 @@ from perfab.specfile.kinds import (AnyTable, Bool, Choice, CpuList, Integer, Kin
 
 ORDERS = ("interleaved", "alternate", "sequential", "random")
 ACCELS = ("auto", "tcg", "kvm")
+GUEST_ROOTS = ("initramfs", "host")  # what a guest runs from: the files copied in, or this machine's root
 KERNEL_BASES = ("tinyconfig", "defconfig")
 FDR_METHODS = ("bh", "holm")
 METHODS = ("nonparametric", "exact", "normal")
@@ -173,11 +174,14 @@ VARIANT = (
 
 KERNEL = (
     _k("image", Text(), None,
-       "A prebuilt kernel image (bzImage, e.g. /boot/vmlinuz-6.1.0-...-amd64) to boot on this side.",
+       "A prebuilt kernel image (a bzImage, e.g. /boot/vmlinuz-6.1.0-...-amd64, or a vmlinux with a PVH note) to boot "
+       "on this side; {variant}, {experiment} and the side's vars expand.",
        "none: build from source"),
-    _k("symbols", Text(), None, "System.map or vmlinux of the image: names the kernel symbols counted.",
+    _k("symbols", Text(), None, "System.map or vmlinux of the image: names the kernel symbols counted (placeholders "
+       "as for image).",
        "System.map-VERSION beside a /boot image"),
-    _k("cmdline", Text(), "", "Kernel command line of this side (perfab adds console=ttyS0 and its init)."),
+    _k("cmdline", Text(), "", "Kernel command line of this side (perfab adds console=ttyS0 and its init; the whole "
+       "must fit the kernel's 2047 bytes; placeholders as for image)."),
     _k("source", Text(), None,
        "Kernel source tree, tarball or git repository to build from (out of tree, cached by source, resolved "
        "config, patches and compiler).", "/usr/src/linux-source-6.1.tar.xz (package linux-source-6.1)"),
@@ -250,6 +254,7 @@ class BackendKeys:
     fix: str = ""  # added to the fix when another backend meets one, e.g. " (with [variant.kernel] sides)"
     borrows: tuple[str, ...] = ()  # another backend's keys this one also reads when ``borrows_when`` is true
     borrows_when: str = ""  # the boolean key of this backend that makes it read ``borrows``
+    shares: tuple[str, ...] = ()  # another backend's keys this one also reads, always (e.g. branch_sim)
 
 
 def keys_by_backend() -> dict[str, BackendKeys]:

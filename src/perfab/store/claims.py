@@ -12,7 +12,6 @@ stores give, word for word.
 from __future__ import annotations
 
 import os
-import socket
 import time
 
 from perfab.errors import StoreError
@@ -22,7 +21,7 @@ from perfab.store.owner import Owner, _boot_id, _start_ticks
 def identity(machine: str | None = None) -> Owner:
     """This process as a claim, on ``machine`` (default: the host name)."""
     pid = os.getpid()
-    return Owner(machine or socket.gethostname(), _boot_id(), pid, _start_ticks(pid) or 0, time.time())
+    return Owner(machine or os.uname().nodename, _boot_id(), pid, _start_ticks(pid) or 0, time.time())
 
 
 def holds(me: Owner, holder: Owner | None) -> bool:

@@ -48,7 +48,7 @@ class Session:
     environment: dict[str, str]  # machine snapshot
     host: str | None = None  # hostname of the machine that ran it
     owner: str | None = None  # the claim (JSON, see perfab.store.owner) while a runner holds it
-    sources: dict = field(default_factory=dict)  # variant -> {"commit": ..., "build": [...], ...}
+    sources: dict = field(default_factory=dict)  # variant -> {"commit", "build", "programs", "kernel", ...}
     stop_reason: str | None = None  # why a sequential session stopped
     design: dict | None = None  # how it was planned (perfab.specfile.Experiment.design); None: stored before schema 4
 

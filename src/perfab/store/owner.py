@@ -10,7 +10,7 @@ runner releases it or a user takes it over explicitly.
 from __future__ import annotations
 
 import json
-import socket
+import os
 import time
 from dataclasses import asdict, dataclass
 
@@ -40,7 +40,7 @@ class Owner:
 
     def alive(self) -> bool | None:
         """True or False when it can be told from here; None for a claim from another machine or boot."""
-        if self.host != socket.gethostname() or self.boot_id != _boot_id():
+        if self.host != os.uname().nodename or self.boot_id != _boot_id():
             return None
         return _start_ticks(self.pid) == self.start_ticks
 

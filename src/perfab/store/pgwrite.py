@@ -71,6 +71,7 @@ class OneTripWriter(RunWriter):
         pid = self.planned_id(store.db, session, planned.seq)
         owner, run_id = store.db.execute_raw(RECORD, (session, pid, *run_values(rec), self.mine, *values)).fetchone()
         if run_id is not None:
+            self.meta_last[(session, planned.workload)] = rec.meta  # its units were all written before
             return run_id
         self.judge_claim(session, owner)  # StoreError when the session is another runner's
         return super().record(store, session, planned, rec)  # this runner's claim, stored with another time

@@ -17,6 +17,7 @@ from perfab.errors import UsageError
 from perfab.metrics import Metric, resolve
 from perfab.plan import PlannedRun
 from perfab.store.dataset import Dataset, Session, group_by_run, params_from_json
+from perfab.store.listing import counts
 
 # The newest attempt of each planned run (earlier attempts stay stored, uncounted).
 LATEST = "r.attempt = (SELECT max(r2.attempt) FROM runs r2 WHERE r2.planned_id = r.planned_id)"
@@ -91,14 +92,7 @@ class Reader:
 
         The runs are those ``run_rows`` returns: the latest attempt of each
         planned run that has one, so one per planned run with a run stored."""
-        exp_id = self._experiment_id(name)
-        sessions, status = self.db.execute(
-            "SELECT count(*), (SELECT status FROM sessions WHERE experiment_id = ? ORDER BY id DESC LIMIT 1) "
-            "FROM sessions WHERE experiment_id = ?", (exp_id, exp_id)).fetchone()
-        runs = self.db.execute(  # EXISTS: one index probe per planned run, no temporary set of ids
-            "SELECT count(*) FROM sessions s JOIN planned_runs p ON p.session_id = s.id WHERE s.experiment_id = ? "
-            "AND EXISTS (SELECT 1 FROM runs r WHERE r.planned_id = p.id)", (exp_id,)).fetchone()[0]
-        return int(sessions), int(runs), status
+        return counts(self.db, self._experiment_id(name))  # perfab.store.listing: EXISTS, no set of ids
 
     def run_rows(self, name: str, all_attempts: bool = False) -> list[dict]:
         """Every counted run of an experiment with its plan position, as dicts (every attempt if asked)."""

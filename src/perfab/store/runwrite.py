@@ -53,6 +53,7 @@ class RunWriter:
         self.mine = me.to_json()  # the claim as the store holds it when this runner made it
         self.planned_ids: dict[int, dict[int, int]] = {}  # session -> seq -> planned run id
         self.meta_seen: dict[tuple[int, str, str], tuple] = {}  # (session, workload, metric) -> meta written
+        self.meta_last: dict[tuple[int, str], dict] = {}  # (session, workload) -> the last run's meta, all written
 
     def record(self, store, session: int, planned: PlannedRun, rec: RunRecord) -> int:
         """Commit ``rec`` as a new attempt of ``planned`` in one transaction; the run's id."""
@@ -61,6 +62,7 @@ class RunWriter:
             run_id = self.insert(store.db, session, planned, rec)
             fresh = self.write_meta(store.db, session, planned.workload, rec)
         self.meta_seen.update(fresh)  # once committed: a rolled-back write is written again next time
+        self.meta_last[(session, planned.workload)] = rec.meta
         return run_id
 
     def check_claim(self, db, session: int) -> None:
@@ -99,6 +101,8 @@ class RunWriter:
 
     def fresh_meta(self, session: int, workload: str, rec: RunRecord) -> dict[tuple[int, str, str], tuple]:
         """The units and directions of ``rec`` not yet written for this session and workload (or changed)."""
+        if self.meta_last.get((session, workload)) == rec.meta:  # the last run's, as runs of a workload are
+            return {}
         fresh = {}
         for m, v in rec.meta.items():
             entry = (v.unit, v.higher_is_better, v.exact, v.origin)

@@ -16,11 +16,12 @@ from perfab.analyse.compare import Analysis, Row, WorkloadInfo
 from perfab.analyse.summary import Summary
 from perfab.metrics import resolve
 from perfab.profile import ProfileRows
-from perfab.report.document import Report, Section, mark
+from perfab.report.document import Report, Section, mark, profile_kind
 from perfab.report.html import table
 from perfab.report.html.page import document
 from perfab.report.html.plots import delta_plot, order_plot, runs_plot
 from perfab.report.html.svg import esc
+from perfab.report.notes import collapsed
 from perfab.report.html.sweep import profile_plot, split_plot, sweep_plot, x_parameter
 from perfab.report.numbers import centers, fmt_delta, fmt_value
 
@@ -35,7 +36,8 @@ def render_html(doc: Report) -> str:
     for wi, section in enumerate(doc.sections):
         parts.append(_workload(a, wi, section))
     if a.warnings:
-        parts += ['<h2 id="warnings">Warnings</h2>', table.bullet_list(w.text for w in a.warnings)]
+        warnings = collapsed(a.warnings, lists="--format json lists them")  # the page stays small at any size
+        parts += ['<h2 id="warnings">Warnings</h2>', table.bullet_list(warnings)]
     if a.notes:
         parts += ['<h2 id="notes">Notes</h2>', table.bullet_list(a.notes, "notes")]
     parts.append("<footer>perfab report: static page, no scripts, nothing fetched.</footer>")
@@ -164,7 +166,7 @@ def _profiles(a: Analysis, workload: str) -> str:
         rows: ProfileRows | None = a.profiles.get((workload, variant))
         if rows is None:
             continue
-        out.append(f"<h3>Profile: self time, % of samples ({esc(a.baseline)} \u2192 {esc(variant)})</h3>")
+        out.append(f"<h3>Profile: {esc(profile_kind(a))} ({esc(a.baseline)} \u2192 {esc(variant)})</h3>")
         out.append(f'<div class="plots">{profile_plot(rows, a.baseline, variant)}</div>')
         out.append(_profile_table(rows, a.baseline, variant))
     return "".join(out)

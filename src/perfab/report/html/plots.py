@@ -15,7 +15,9 @@ experiment variant, all sharing the baseline's samples) and returns an
 
 A side with more than ``DOTS_PER_SIDE`` runs is drawn as that many runs
 evenly spaced in run order (medians and trends use every run), and the
-caption says how many were drawn.
+caption says how many were drawn.  Likewise the run-order plot marks at
+most ``SESSION_MARKS`` session starts, evenly spaced, so a page stays a
+few hundred kilobytes however many runs and sessions it reports.
 """
 
 from __future__ import annotations
@@ -40,13 +42,14 @@ RIGHT = 90  # room for medians and verdicts
 ORDER_WIDTH = 2 * WIDTH + 18  # the run-order plot spans the runs and delta plots above it
 SESSION_STRIDE = 10_000_000  # perfab.store.RunInfo.order: session * stride + plan position
 DOTS_PER_SIDE = 1000  # runs drawn per side and plot at most; beyond, evenly spaced runs (the caption says so)
+SESSION_MARKS = 12  # session starts marked in a run-order plot at most; beyond, evenly spaced ones (caption says)
 
 
-def shown(count: int) -> list[int]:
-    """Indices of the runs drawn of a side with ``count`` runs: all, or ``DOTS_PER_SIDE`` evenly spaced ones."""
-    if count <= DOTS_PER_SIDE:
+def shown(count: int, limit: int = DOTS_PER_SIDE) -> list[int]:
+    """Indices of the runs drawn of a side with ``count`` runs: all, or ``limit`` evenly spaced ones."""
+    if count <= limit:
         return list(range(count))
-    return sorted({round(i * (count - 1) / (DOTS_PER_SIDE - 1)) for i in range(DOTS_PER_SIDE)})
+    return sorted({round(i * (count - 1) / (limit - 1)) for i in range(limit)})
 
 
 def _thinned(data) -> str:
@@ -151,7 +154,7 @@ def order_plot(rows: list[Row], baseline: str) -> str:
     ys = Scale(*domain(ys_all), height - 30, 22)
     body = [y_axis(ys, LEFT, width - right),
             x_axis(xs, height - 30, title="position in the plan") if not starts else ""]
-    for x, session in starts:
+    for x, session in (starts[i] for i in shown(len(starts), SESSION_MARKS)):
         body.append(line(xs(x), 22, xs(x), height - 30, "zero") + text(xs(x) + 3, 30, f"session {session}", "tick"))
     for i, (side, vals, order) in enumerate(data):
         xpos = [x_of[o] for o in order]
@@ -164,7 +167,9 @@ def order_plot(rows: list[Row], baseline: str) -> str:
         body.append(dots([(width - right + 12, legend_y - 4)], side_class(i)))
         body.append(text(width - right + 20, legend_y, clip(side, 14) + mark, "side" + (" warn" if mark else ""),
                          title=side))
-    body.append(text(LEFT, 12, f"value ({_unit(rows[0])}) by position in the run plan{_thinned(data)}", "caption"))
+    marked = "" if len(starts) <= SESSION_MARKS else f"; {SESSION_MARKS} of {len(starts):,} session starts marked"
+    body.append(text(LEFT, 12, f"value ({_unit(rows[0])}) by position in the run plan{_thinned(data)}{marked}",
+                     "caption"))
     if starts:
         body.append(line(xs.a, height - 30, xs.b, height - 30, "axis"))
     return figure(width, height, "".join(body), f"{rows[0].label} in run order")

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from perfab.errors import UsageError
 from perfab.metrics import Metric
 from perfab.specfile.schema import BackendKeys
 
@@ -49,6 +50,8 @@ class Measurement:
     rusage: dict[str, float] = field(default_factory=dict)  # the workload's own user_s/sys_s, read by a wrapper
     profile: dict[str, float] = field(default_factory=dict)  # profile key -> self share, percent of samples
     transient: bool = False  # the failure is a race of the measuring tool, not the workload's: run it again
+    service: dict[str, dict[str, float]] = field(default_factory=dict)  # the server's usage read in a guest:
+    # "before"/"after" the run -> user_s, sys_s, run_ns, syscr, syscw (as SideContext.service_usage gives)
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ DECLARED = {
     "own_readings": bool,  # it reads more than wait4's rusage (lost with a failed run, which keeps no samples)
     "boots_kernels": bool,  # every side names a [variant.kernel] that each run boots
     "counts_service": (str, type(None)),  # what counts a service's processes or CPUs (service_counter), or None
+    "runs_service": bool,  # it starts the workload's service itself, beside the workload (in a guest)
 }
 
 
@@ -83,8 +87,17 @@ class Backend(Protocol):
     simulated: bool  # the workload runs in a simulator (valgrind, QEMU): the wrapper's rusage is not its own
     stderr_file: str | None  # scratch file the runner fills with the run's stderr tail for ``collect``; None: none
 
+    def preflight(self, exp, variants: tuple) -> None:
+        """Check what the sides need of this backend (a kernel image, rows to count) before anything is stored,
+        built or run, the same for ``plan`` and ``run``; a UsageError names the key and the fix."""
+        ...
+
     def prepare(self, variants: tuple, say) -> None:
         """Make ready what the sides need (build kernels, probe the accelerator); errors before any run."""
+        ...
+
+    def side_sources(self) -> dict[str, dict]:
+        """What each prepared side runs besides its programs (a booted kernel), stored in the session's sources."""
         ...
 
     def for_side(self, variant, workload) -> "Backend":
@@ -135,6 +148,16 @@ class Declares:
     counts_service: str | None
     measure_keys = BackendKeys()  # no [measure] keys of its own
     stderr_file: str | None = None  # collect reads no stderr of the run
+    runs_service = False  # the runner starts the workload's service on this machine
+    profile_kind = "self time, % of samples"  # what a run's profile shares are (perf record's sampled self time)
+
+    def for_run(self, values: dict[str, str], service: dict | None) -> "Declares":
+        """The backend for one run with these placeholder values and this expanded service; the same here."""
+        return self
+
+    def side_sources(self) -> dict[str, dict]:
+        """Nothing besides the sides' programs."""
+        return {}
 
     def service_counter(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
         """Nothing counts the service: its CPU time and I/O are read from /proc all the same."""
@@ -147,6 +170,16 @@ class SameForEverySide(Declares):
     own_interrupts = False  # measure.interrupts are this machine's, read around the run
     simulated = False  # the workload runs on this machine's CPU: its rusage is its own
     boots_kernels = False  # the sides run on this machine's kernel
+
+    def preflight(self, exp, variants: tuple) -> None:
+        """Every ``measure.interrupts`` row exists in this machine's /proc/interrupts (else it would never count)."""
+        from perfab.machine.interrupts import missing_rows
+
+        missing = missing_rows(exp.measure.interrupts)
+        if missing:
+            raise UsageError(f"{exp.path}: measure.interrupts: no row {missing[0]!r} in this machine's "
+                             "/proc/interrupts (its rows are the names before the colon, e.g. TLB, CAL, RES); "
+                             "remove it or name a row this machine has")
 
     def prepare(self, variants: tuple, say) -> None:
         """Nothing to make ready."""

@@ -131,7 +131,8 @@ class CachegrindBackend(SameForEverySide):
             HOST),
         Key("l1d", GEOMETRY, None, "cachegrind D1 geometry.", HOST),
         Key("ll", GEOMETRY, None, "cachegrind last-level geometry.", HOST),
-        Key("branch_sim", Bool(), False, "cachegrind: simulate branch predictors (--branch-sim=yes)."),
+        Key("branch_sim", Bool(), False, "cachegrind: simulate branch predictors (--branch-sim=yes); guest backend "
+            "under TCG: the plugin simulates the same predictor, split user/kernel."),
         Key("callgrind_toggle", Text(), None, "Count only inside this function (callgrind --toggle-collect)."),
     ))
     required = ()

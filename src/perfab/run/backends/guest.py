@@ -9,8 +9,15 @@ Under TCG, perfab's plugin counts every guest instruction between the
 workload's start and its end, split user/kernel (``instructions:u``,
 ``instructions:k``), optionally with simulated L1i/L1d/LL misses, and the
 kernel symbols that executed them (stored as the run's profile, percent of
-kernel instructions).  These counts are deterministic and are the rows to
-read; the guest's wall time is emulation time, so it is reported as
+kernel instructions).  ``branch_sim`` adds cachegrind's branch predictor
+(``branches:u``, ``branch mispredicts:k``, the indirect ones apart) and
+``coherence`` a private L1d per vCPU kept coherent by MESI (``HITM:k``,
+``invalidations:u``); their profile rows are each kernel symbol's share of
+the branch mispredictions (``branch-miss% [k] SYM``) and of HITM
+(``HITM% [k] SYM``), and each data line's share of HITM
+(``HITM% line SYM+0xOFF`` or its address).  These counts are deterministic
+(one vCPU or several: guests run under icount) and are the rows to read;
+the guest's wall time is emulation time, so it is reported as
 ``emulated_wall_s`` and judged by rank like any timing.  Under KVM the
 plugin cannot run: wall time (``guest_wall_s``) and the in-guest counters
 are the readings.  ``/proc/interrupts`` rows (``interrupts.<ROW>``) and
@@ -21,27 +28,38 @@ workload.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from perfab.errors import UsageError
 from perfab.metrics import GUEST_CLOCKS, Metric, resolve
 from perfab.run.backends.base import Declares, Measurement
 from perfab.run.backends.cache_geometry import parse_level
-from perfab.specfile import Measure, Variant, Workload, checks
+from perfab.specfile import Experiment, Kernel, Measure, Variant, Workload, checks, expand
 from perfab.specfile.kinds import Bool, Choice, Integer, Strings
-from perfab.specfile.schema import ACCELS, BackendKeys, Key
+from perfab.specfile.schema import ACCELS, GUEST_ROOTS, BackendKeys, Key
 
 REQUEST, RESULT = "guest-request.json", "guest-result.json"
+LAUNCHER_STDERR = "guest-launcher-stderr"  # the runner writes the launcher's stderr tail here
 DEFAULT_GEOMETRY = {"l1i": "32K,8,64", "l1d": "32K,8,64", "ll": "8M,16,64"}
 SIMULATION_NOTE = ("counts from perfab's QEMU TCG plugin over the workload's window: instructions and simulated "
-                   "caches of the emulated CPU, not of real hardware")
+                   "caches, branches and coherence of the emulated CPU, not of real hardware")
 _COUNTS = {  # the launcher's count -> metric name
     "insns_user": "instructions:u", "insns_kernel": "instructions:k",
     "l1i_misses_user": "I1 misses:u", "l1i_misses_kernel": "I1 misses:k",
     "l1d_misses_user": "D1 misses:u", "l1d_misses_kernel": "D1 misses:k",
     "ll_misses_user": "LL misses:u", "ll_misses_kernel": "LL misses:k",
+    "hitm_user": "HITM:u", "hitm_kernel": "HITM:k",
+    "invalidations_user": "invalidations:u", "invalidations_kernel": "invalidations:k",
 }
+_BRANCHES = {  # metric base -> the launcher's counts summed (cachegrind's events, as the cachegrind backend does)
+    "branches": ("bc", "bi"), "branch mispredicts": ("bcm", "bim"),
+    "indirect branches": ("bi",), "indirect mispredicts": ("bim",),
+}
+_PRIV = {"user": "u", "kernel": "k"}
 
 
 class GuestBackend(Declares):
@@ -55,13 +73,23 @@ class GuestBackend(Declares):
             f"guest backend: {', '.join(ACCELS)}; auto uses KVM when a short probe boot works, else TCG."),
         Key("files", Strings(), (),
             "guest backend: host files copied into each guest at the same path (the workload's program and its "
-            "libraries are copied without asking)."),
+            "libraries are copied without asking): regular files or directories of them, 256 MiB in all and at most "
+            "half the guest's memory."),
         Key("vmstat", Strings(checks.vmstat_rows), (),
             'guest backend: /proc/vmstat rows counted over each run in the guest, e.g. ["pgfault"]: vmstat.pgfault.'),
+        Key("root", Choice(GUEST_ROOTS), "initramfs",
+            'guest backend: what the guest runs from: "initramfs" (the workload\'s and its server\'s programs, '
+            'their libraries and files, copied in: only these bytes, the same on every side) or "host" (this '
+            "machine's root filesystem, read-only over virtio-9p with a tmpfs for writes: scripts, installed "
+            "benchmarks and servers run unchanged)."),
         Key("cache_sim", Bool(), False,
             "guest backend under TCG: simulate L1i, L1d and LL (geometry from l1i, l1d, ll, else 32K,8,64 / "
             "32K,8,64 / 8M,16,64), split user/kernel."),
-    ), fix=" (with [variant.kernel] sides)", borrows=("l1i", "l1d", "ll"), borrows_when="cache_sim")
+        Key("coherence", Bool(), False,
+            "guest backend under TCG: a private L1d per vCPU kept coherent by MESI: HITM (transfers of a line "
+            "modified by another vCPU) and invalidations, split user/kernel, by kernel symbol and by data line."),
+    ), fix=" (with [variant.kernel] sides)", borrows=("l1i", "l1d", "ll"), borrows_when="cache_sim",
+        shares=("branch_sim",))
     required = ()
     wraps_workload = True  # the executed command is the launcher: wait4's rusage is QEMU's
     own_interrupts = True  # measure.interrupts are read inside the guest
@@ -69,7 +97,10 @@ class GuestBackend(Declares):
     slows_workload = False  # its wall time is stored as emulated_wall_s and judged as such
     own_readings = True  # the plugin's counts and the in-guest counters
     boots_kernels = True
-    counts_service = None
+    counts_service = "the TCG plugin's per-vCPU counts"  # of the vCPUs service.cpus pins the server to
+    runs_service = True  # the workload's server starts in the guest, beside the workload
+    stderr_file = LAUNCHER_STDERR  # a launcher that left no result says why on its stderr
+    profile_kind = "counted kernel instructions, % per symbol"
 
     @classmethod
     def from_measure(cls, measure: Measure) -> "GuestBackend":
@@ -81,35 +112,90 @@ class GuestBackend(Declares):
     def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
         """A booted kernel per run, counted by the TCG plugin over the whole guest."""
         return ("each run boots its side's kernel under QEMU; under TCG perfab's plugin counts the whole guest "
-                "over the workload (instructions and simulated caches, :u user, :k kernel), wall time is emulated")
+                "over the workload (instructions, simulated caches, branches and coherence, :u user, :k kernel), "
+                "wall time is emulated")
 
     def __init__(self, measure: Measure, cache_root: Path = Path(".perfab/kernel")):
         self.measure, self.cache_root = measure, cache_root
         self.kernels: dict[str, object] = {}  # side -> perfab.kernel.sides.KernelImage (resolved by prepare)
+        self.specs: dict[str, Kernel] = {}  # side -> its [variant.kernel], placeholders expanded (by preflight)
         self.accel: str | None = None
+
+    def preflight(self, exp: Experiment, variants: tuple[Variant, ...]) -> None:
+        """The kernel sides' pre-flight (``perfab.kernel.preflight``) and what needs TCG, before anything is stored,
+        built or booted; boot folders a killed launcher left are removed first."""
+        from perfab import scratch
+        from perfab.kernel import preflight, qemu
+
+        scratch.sweep()
+        problem = self.needs_plugin(exp)
+        if problem and self.measure.accel == "kvm":
+            raise UsageError(f'{exp.path}: {problem} needs perfab\'s TCG plugin, which does not run under KVM; set '
+                             '[measure] accel = "tcg" (or "auto", which then emulates)')
+        accel = "kvm" if self.measure.accel == "kvm" else "tcg"  # TCG adds options: the longest line
+        self.specs = preflight.check_sides(
+            exp, variants, self.measure,
+            lambda side: qemu.kernel_cmdline(qemu.BootRequest("", ("/",), cmdline=side), accel))
+
+    def needs_plugin(self, exp: Experiment) -> str | None:
+        """The key that asks for what only the TCG plugin counts (cache_sim, a declared count row), or None."""
+        if self.measure.cache_sim:
+            return "measure.cache_sim"
+        counted = set(_COUNTS.values())
+        for w in exp.workloads:
+            for m in w.metrics:
+                if m.name in counted:
+                    return f"the metric {m.name!r} of workload {w.name!r}"
+        return None
+
+    def _spec(self, variant: Variant) -> Variant:
+        """``variant`` with its kernel as the pre-flight expanded it."""
+        return replace(variant, kernel=self.specs[variant.name]) if variant.name in self.specs else variant
 
     def prepare(self, variants: tuple[Variant, ...], say) -> None:
         """Each side's kernel image (built from source when asked), and the accelerator, before any run."""
         from perfab.kernel.sides import check_sides, choose_accel, resolve_kernel
 
+        variants = tuple(self._spec(v) for v in variants)
         check_sides(variants, self.cache_root, say)
         for v in variants:
             self.kernels[v.name] = resolve_kernel(v, self.cache_root, say)
+            if v.kernel.image is None:
+                self._check_built(v.name)
         first = self.kernels[variants[0].name] if variants else None
-        self.accel = choose_accel(self.measure.accel, say, first, self.cache_root)
+        plugin = "measure.cache_sim" if self.measure.cache_sim else None
+        self.accel = choose_accel(self.measure.accel, say, first, self.cache_root, plugin)
+
+    def _check_built(self, side: str) -> None:
+        """A built kernel's memory need, known once it is built (a prebuilt one's is checked by the pre-flight)."""
+        from perfab.kernel.image import describe
+        from perfab.kernel.preflight import check_files, check_memory
+
+        check_memory(describe(self.kernels[side].image), self.measure.memory_mb,
+                     check_files(self.measure.files, self.measure.memory_mb), side)
+
+    def side_sources(self) -> dict[str, dict]:
+        """Each prepared side's booted kernel (``KernelImage.identity``), stored with the session's sources; before
+        ``prepare``, the prebuilt images the pre-flight checked (a built kernel is known once built)."""
+        from perfab.kernel.sides import KernelImage
+
+        if self.kernels:
+            return {side: {"kernel": kernel.identity()} for side, kernel in self.kernels.items()}
+        return {side: {"kernel": KernelImage(Path(k.image), None, Path(k.image).name, cmdline=k.cmdline).identity()}
+                for side, k in self.specs.items() if k.image is not None}
 
     def plan_lines(self, variants: tuple[Variant, ...]) -> list[str]:
         """Each side's kernel (built before, or to build) and its boots, for ``perfab plan``."""
         from perfab.kernel.sides import plan_lines
 
-        return plan_lines(variants, self.measure, self.cache_root)
+        return plan_lines(tuple(self._spec(v) for v in variants), self.measure, self.cache_root)
 
     def for_side(self, variant: Variant, workload: Workload) -> "GuestSide":
         """This backend bound to ``variant``'s prepared kernel and ``workload``'s deadline."""
         if variant.name not in self.kernels:
             raise UsageError(f"side {variant.name!r} has no prepared kernel; this is a bug in the caller: "
                              "call prepare() with every side first")
-        return GuestSide(self, variant, guest_deadline(workload.timeout_s))
+        return GuestSide(self, variant, workload, guest_deadline(workload.timeout_s))
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         return ((),)
@@ -118,21 +204,35 @@ class GuestBackend(Declares):
         raise UsageError("the guest backend measures a side at a time: use for_side(variant, workload).wrap")
 
     def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
-        return read_result(Path(scratch) / RESULT, self.measure.interrupts, self.measure.vmstat)
+        """The launcher's result; a launcher killed before it wrote one says why (its last stderr line, its signal),
+        and the boot folder it could not remove is removed now."""
+        from perfab import scratch as folders
+
+        folders.sweep()
+        return read_result(Path(scratch) / RESULT, self.measure.interrupts, self.measure.vmstat,
+                           launcher_exit(Path(scratch) / LAUNCHER_STDERR, status))
 
     def metric_info(self) -> dict[str, Metric]:
-        names = (*_COUNTS.values(), *GUEST_CLOCKS, *(f"interrupts.{r}" for r in self.measure.interrupts),
+        branches = (f"{base}:{p}" for base in _BRANCHES for p in _PRIV.values()) if self.measure.branch_sim else ()
+        names = (*_COUNTS.values(), "I1 MPKI:u", "I1 MPKI:k", *branches, *GUEST_CLOCKS,
+                 *(f"interrupts.{r}" for r in self.measure.interrupts),
                  *(f"vmstat.{r}" for r in self.measure.vmstat))
         return {name: resolve(name, simulated=True, origin="backend") for name in names}
+
+    def service_counter(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
+        """Nothing on this machine: the server runs in the guest, pinned to ``service.cpus``, and the
+        launcher's per-vCPU counts say what those vCPUs ran (``GuestSide.collect``)."""
+        return None
 
     def plugin_options(self) -> dict | None:
         """What the TCG plugin is asked to count (None under KVM, where no plugin runs)."""
         if self.accel != "tcg":
             return None
-        if not self.measure.cache_sim:
-            return {"cache": False}
+        models = {"branch": self.measure.branch_sim, "coherence": self.measure.coherence}
         levels = {key: getattr(self.measure, key) or DEFAULT_GEOMETRY[key] for key in DEFAULT_GEOMETRY}
-        return {"cache": True, **{key: _plugin_geometry(key, text) for key, text in levels.items()}}
+        if not self.measure.cache_sim:
+            return {"cache": False, "l1d": _plugin_geometry("l1d", DEFAULT_GEOMETRY["l1d"]), **models}
+        return {"cache": True, **{key: _plugin_geometry(key, text) for key, text in levels.items()}, **models}
 
 
 def _plugin_geometry(key: str, text: str) -> str:
@@ -150,10 +250,17 @@ def guest_deadline(timeout_s: float) -> float:
 class GuestSide(Declares):
     """The guest backend bound to one side: its kernel and command line go into each run's request."""
 
-    def __init__(self, parent: GuestBackend, variant: Variant, deadline_s: float):
-        self.parent, self.variant, self.deadline_s = parent, variant, deadline_s
+    def __init__(self, parent: GuestBackend, variant: Variant, workload: Workload, deadline_s: float,
+                 values: dict[str, str] | None = None, service: dict | None = None):
+        self.parent, self.variant, self.workload, self.deadline_s = parent, variant, workload, deadline_s
         self.name, self.wraps_workload, self.own_interrupts = parent.name, True, True
-        self.simulated = True
+        self.simulated, self.stderr_file, self.runs_service = True, parent.stderr_file, True
+        self.values = values or {}  # the run's placeholder values
+        self.service = service  # the workload's server for this side and point, expanded; None: no server
+
+    def for_run(self, values: dict[str, str], service: dict | None) -> "GuestSide":
+        """This side bound to one run's placeholder values and the server started beside it."""
+        return GuestSide(self.parent, self.variant, self.workload, self.deadline_s, values, service)
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         return self.parent.groups()
@@ -168,24 +275,80 @@ class GuestSide(Declares):
         """The launcher's request for one run of ``argv`` on this side."""
         from perfab.kernel.sides import launch_request
 
-        return launch_request(self.parent.kernels[self.variant.name], self.variant, self.parent.measure,
-                              self.parent.accel, self.parent.plugin_options(), argv, result, self.deadline_s,
-                              self.parent.cache_root)
+        doc = launch_request(self.parent.kernels[self.variant.name], self.variant, self.parent.measure,
+                             self.parent.accel, self.parent.plugin_options(), argv, result, self.deadline_s,
+                             self.parent.cache_root)
+        doc["root"] = self.parent.measure.root
+        doc["cwd"] = expand(self.workload.cwd, self.values) if self.workload.cwd else os.getcwd()
+        doc["maps"] = side_maps(self.variant, self.workload, self.values, argv)
+        if self.service is not None:
+            doc["service"] = self.service
+        return doc
 
     def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
-        return self.parent.collect(scratch, group, status)
+        """The launcher's result, and with a server pinned to vCPUs (``service.cpus``) what those vCPUs ran."""
+        got = self.parent.collect(scratch, group, status)
+        cpus = checks.cpu_list((self.service or {}).get("cpus") or "")
+        if not cpus or got.failure or not got.service:
+            return got
+        try:
+            per_vcpu = json.loads((Path(scratch) / RESULT).read_text()).get("per_vcpu") or []
+        except (OSError, ValueError):
+            return got
+        counts = {f"service.instructions:{p}": float(sum(v.get(f"insns_{priv}", 0) for i, v in enumerate(per_vcpu)
+                                                         if i in cpus))
+                  for priv, p in (("user", "u"), ("kernel", "k"))}
+        return replace(got, service={**got.service, "counts": counts})
 
     def metric_info(self) -> dict[str, Metric]:
         return self.parent.metric_info()
 
 
-def read_result(path: Path, interrupts: tuple[str, ...] = (), vmstat: tuple[str, ...] = ()) -> Measurement:
-    """The launcher's result file as a measurement; no file means the launcher itself died."""
+
+SIDE_DIRS = (("build", "/perfab/build"), ("src", "/perfab/src"))  # a side's build placeholders -> guest paths
+SIDE_PROGRAM_DIR = "/perfab/side"  # the directory of a program whose path names the side in another way
+
+
+def side_maps(variant: Variant, workload: Workload, values: dict[str, str], argv: list[str]) -> list[list[str]]:
+    """Host directories that differ by side, each shown at one guest path for every side.
+
+    ``{build}`` and ``{src}`` are shown at ``/perfab/build`` and ``/perfab/src``; a program whose path
+    names its side otherwise (``./build/{variant}/prog``, a side's ``vars``) has its directory shown at
+    ``/perfab/side``.  So the workload runs from paths of the same bytes on every side, and its
+    arguments, environment and stack start alike (see "Memory layout is not a change" in the README)."""
+    maps = [[os.path.abspath(values[name]), guest] for name, guest in SIDE_DIRS
+            if values.get(name) and os.path.isdir(values[name])]
+    side_names = {"variant", *variant.vars}
+    template = workload.argv[0] if workload.argv else ""
+    program = argv[0] if argv else ""
+    if any(f"{{{name}}}" in template for name in side_names) and "/" in program:
+        directory = os.path.dirname(os.path.abspath(program))
+        if not any(directory == m[0] or directory.startswith(m[0] + "/") for m in maps):
+            maps.append([directory, SIDE_PROGRAM_DIR])
+    return maps
+
+
+def launcher_exit(stderr: Path, status: int) -> str:
+    """How the launcher ended, for a run it left no result of: its own last error line, else its signal or code."""
+    try:
+        lines = [ln.strip() for ln in stderr.read_bytes().decode(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        lines = []
+    own = [ln for ln in lines if ln.startswith("perfab.kernel.launch:")]
+    if own or lines:
+        return (own or lines)[-1][:300]
+    if os.WIFSIGNALED(status):
+        return f"the launcher was killed by {signal.Signals(os.WTERMSIG(status)).name} (the run's timeout or a stop)"
+    return f"the launcher exited with status {os.WEXITSTATUS(status)} and printed nothing"
+
+
+def read_result(path: Path, interrupts: tuple[str, ...] = (), vmstat: tuple[str, ...] = (),
+                launcher: str = "see the run's stderr") -> Measurement:
+    """The launcher's result file as a measurement; no file means the launcher itself failed (``launcher``: how)."""
     try:
         result = json.loads(path.read_text())
     except FileNotFoundError:
-        return Measurement({}, failure="the guest launcher left no result (killed, or timed out before the boot "
-                                       "ended): see the run's stderr")
+        return Measurement({}, failure=f"the guest launcher left no result: {launcher}")
     except (OSError, ValueError) as e:
         return Measurement({}, failure=f"the guest launcher's result is unreadable ({e})")
     accel = result.get("accel") or "?"
@@ -197,21 +360,46 @@ def read_result(path: Path, interrupts: tuple[str, ...] = (), vmstat: tuple[str,
         return Measurement({}, notes=tuple(notes), failure=f"{result['failure']}; console: {tail}"[:600])
     if accel == "tcg":
         notes.append(SIMULATION_NOTE)
+    missing = missing_rows(result, interrupts, vmstat)
+    if missing:
+        return Measurement({}, notes=tuple(notes), failure=missing)
     counts = result.get("counts") or {}
     return Measurement(_metrics(result, accel, interrupts, vmstat), notes=tuple(notes),
-                       profile=_profile(result.get("symbols") or {}, counts.get("insns_kernel") or 0))
+                       profile={**_profile(result.get("symbols") or {}, counts.get("insns_kernel") or 0),
+                                **_model_profile(result)},
+                       service=result.get("service") or {})
+
+
+def missing_rows(result: dict, interrupts: tuple[str, ...], vmstat: tuple[str, ...]) -> str | None:
+    """Why a run cannot count an asked-for row: the guest's /proc file has no such row (never a zero)."""
+    deltas = result.get("deltas") or {}
+    for rows, prefix, where, key in ((interrupts, "irq", "/proc/interrupts", "interrupts"),
+                                     (vmstat, "vmstat", "/proc/vmstat", "vmstat")):
+        for row in rows:
+            if f"{prefix}.{row}" not in deltas:
+                return (f"the guest's {where} has no row {row!r} (this kernel does not count it); remove it from "
+                        f"measure.{key} or name a row the guest kernel has")
+    return None
 
 
 def _metrics(result: dict, accel: str, interrupts: tuple[str, ...], vmstat: tuple[str, ...]) -> dict[str, float]:
     """Counts, wall time and the asked-for in-guest counter deltas of one run."""
     counts = result.get("counts") or {}
     metrics = {_COUNTS[k]: float(v) for k, v in counts.items() if k in _COUNTS}
+    for mode in ("u", "k"):  # misses per thousand instructions of the same privilege, as seed 000's tables
+        misses, insns = metrics.get(f"I1 misses:{mode}"), metrics.get(f"instructions:{mode}")
+        if misses is not None and insns:
+            metrics[f"I1 MPKI:{mode}"] = 1000.0 * misses / insns
+    for priv, p in _PRIV.items():
+        if f"bc_{priv}" in counts:  # the branch model ran
+            metrics.update({f"{base}:{p}": float(sum(counts[f"{e}_{priv}"] for e in events))
+                            for base, events in _BRANCHES.items()})
     wall = result.get("guest_wall_s")
     if wall is not None:
         metrics["emulated_wall_s" if accel == "tcg" else "guest_wall_s"] = float(wall)
     deltas = result.get("deltas") or {}
-    metrics.update({f"interrupts.{r}": float(deltas.get(f"irq.{r}", 0)) for r in interrupts})
-    metrics.update({f"vmstat.{r}": float(deltas.get(f"vmstat.{r}", 0)) for r in vmstat})
+    metrics.update({f"interrupts.{r}": float(deltas[f"irq.{r}"]) for r in interrupts})
+    metrics.update({f"vmstat.{r}": float(deltas[f"vmstat.{r}"]) for r in vmstat})
     return metrics
 
 
@@ -220,3 +408,17 @@ def _profile(symbols: dict, kernel_insns: float) -> dict[str, float]:
     if not kernel_insns:
         return {}
     return {f"[k] {name}": 100.0 * insns / kernel_insns for name, insns, *_ in symbols.get("by_insns", [])}
+
+
+def _model_profile(result: dict) -> dict[str, float]:
+    """Each kernel symbol's share of the branch mispredictions and of HITM:k, and each data line's share of all
+    HITM, in percent (the models' rows of the run's profile)."""
+    counts, symbols = result.get("counts") or {}, result.get("symbols") or {}
+    misses = counts.get("bcm_kernel", 0) + counts.get("bim_kernel", 0)
+    hitm_k = counts.get("hitm_kernel", 0)
+    hitm = hitm_k + counts.get("hitm_user", 0)
+    rows = [*((f"branch-miss% [k] {n}", bcm + bim, misses)
+              for n, _, bcm, _, bim in symbols.get("by_branch_misses", [])),
+            *((f"HITM% [k] {n}", h, hitm_k) for n, h, _ in symbols.get("by_hitm", [])),
+            *((f"HITM% line {d['line']}", d["hitm"], hitm) for d in result.get("hitm_lines") or [])]
+    return {key: 100.0 * part / whole for key, part, whole in rows if part and whole}

@@ -16,12 +16,28 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 from perfab.run.backends.perfparse import PerfStatParseError, parse_json
 from perfab.run.backends.perfstat import _exclusion
 
 OUTPUT = "service.stat"
+
+
+def _perf_fds(pid: int) -> int:
+    """The perf_event file descriptors process ``pid`` holds."""
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return 0
+    count = 0
+    for name in names:
+        try:
+            count += os.readlink(f"/proc/{pid}/fd/{name}") == "anon_inode:[perf_event]"
+        except OSError:
+            continue
+    return count
 
 
 class ServiceCounter:
@@ -44,7 +60,20 @@ class ServiceCounter:
                                          stderr=subprocess.PIPE, env={**os.environ, "LC_ALL": "C"})
         except OSError as e:
             return f"perf stat for the service could not start ({e.strerror})"
+        self._attached()
         return None
+
+    def _attached(self, deadline_s: float = 5.0) -> None:
+        """Wait until perf has opened its counters (its perf_event descriptors stop growing in number), so
+        the run does not start before the server is counted: on a busy machine perf takes a while."""
+        start, seen, steady = time.monotonic(), -1, 0
+        while time.monotonic() - start < deadline_s and self.proc.poll() is None:
+            now = _perf_fds(self.proc.pid)
+            steady = steady + 1 if now == seen and now >= len(self.events) else 0
+            if steady >= 3:
+                return
+            seen = now
+            time.sleep(0.01)
 
     def stop(self) -> tuple[dict[str, float], dict[str, str]]:
         """Stop counting: (``service.<event>`` metrics, exclusions with reasons)."""
