@@ -50,6 +50,15 @@ power (a wider interval, no ``flat``); a missed grid gives a confident
 wrong ``flat``; the tolerances are set on the noise models of
 ``bench/verdict_rules.py``, where independent continuous samples of 6 to 40
 runs show a grid in under 1% of sides.
+
+Assumptions: a side's values are one grid's points plus a jitter well
+under a quarter step (the kernel's rescaling moves a tick count by well
+under 1%), and a side shows at least one repeated grid point; a grid no
+value repeats on is taken as continuous data (the error that costs
+power, not the one that gives a wrong ``flat``).  Reference: grouped
+(rounded) data and what rounding hides, Heitjan, "Inference from grouped
+continuous data: a review", Statistical Science 4 (1989) 164-183; the
+tick rescaling, Linux kernel/sched/cputime.c (``cputime_adjust``).
 """
 
 from __future__ import annotations

@@ -10,6 +10,11 @@ the boot, read +51% ``ns`` at 3 runs per side) fall back to the rank test
 and its limit.  With one run per side nothing shows that counts repeat, so
 exact rows are unchecked and never ``**`` (``methods.AssumeExact``).
 
+Method: the exact null distribution of the Mann-Whitney U statistic (Mann
+& Whitney, Ann. Math. Statist. 18 (1947) 50-60), whose most extreme value
+has probability ``1 / C(n + m, n)`` per tail, assuming no ties (ties and
+the multiplicity adjustment across rows only raise the smallest p).
+
 This module imports no numerical library: ``perfab plan`` stays fast.
 """
 
