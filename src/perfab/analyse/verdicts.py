@@ -73,9 +73,10 @@ def serial_widening(est: Estimate, method, base: np.ndarray, exp: np.ndarray,
     """The estimate widened for serial correlation in run order (``perfab.analyse.serial``), with its note.
 
     Every row of at least ``serial.SERIAL_MIN_N`` runs per side is widened
-    by the shrunk AR(1) effective sample size of its paired run differences:
-    no test decides whether to widen, so the widening grows smoothly with the
-    evidence, and a correlation both sides share (cancelled by the
+    (in part below ``serial.FULL_N``: ``serial.phase_in``) by the shrunk
+    AR(1) effective sample size of its paired run differences: no test
+    decides whether to widen, so the widening grows smoothly with the
+    evidence and the runs, and a correlation both sides share (cancelled by the
     interleaved blocks) widens nothing.  The interval is the method's own at
     the widened confidence (at most the range of all pairwise differences)
     and p is widened by the same factor, so for the rank method on
@@ -102,9 +103,11 @@ def serial_widening(est: Estimate, method, base: np.ndarray, exp: np.ndarray,
     widened = replace(out, p=serial.widen_p(est.p, factor))
     if factor < NOTE_FACTOR:
         return widened, ()
+    n = min(len(base), len(exp))
+    part = "" if serial.phase_in(n) >= 1 else f", {serial.phase_in(n):.0%} of it at {n} runs per side"
     return widened, (f"runs are correlated in run order (lag-1 autocorrelation {found.rho_hat:+.2f}, "
                      f"{found.z:.1f} standard errors): interval and p widened by {factor:.2f}x "
-                     "(AR(1) effective sample size)",)
+                     f"(AR(1) effective sample size{part})",)
 
 
 def grid_pair(est: Estimate, base: np.ndarray, exp: np.ndarray) -> Estimate:
