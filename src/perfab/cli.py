@@ -386,8 +386,6 @@ def cmd_plan(args, stdout, stderr) -> int:
     schedule = new_schedule(exp, sides, len(groups), sources)
     preflight(exp, schedule, _side_env(exp), sources=sources, built=False)  # built programs appear when built
     backend.preflight(exp, tuple(chosen))
-    for line in _plan_warnings(exp, backend):
-        print(f"perfab: warning: {line}", file=stderr)
     for line in backend.plan_lines(tuple(chosen)):
         print(line, file=stdout)
     if exp.sequential is not None:
@@ -395,6 +393,8 @@ def cmd_plan(args, stdout, stderr) -> int:
               f"are undecided (at most {exp.sequential.max_runs} per side)", file=stdout)
     for line in schedule_lines(exp, schedule.possible(), groups, sources):
         print(line, file=stdout)
+    for line in _plan_warnings(exp, backend):  # once the plan stands: a refused spec prints only its refusal
+        print(f"perfab: warning: {line}", file=stderr)
     return 0
 
 
