@@ -28,8 +28,8 @@ MISSING = 10  # failed or excluded runs, rows not compared, rows not shown
 FOLDED = 99  # changes no verdict: folded into one line unless --verbose
 
 # Diagnostics that change what a row's verdict means, most severe first; any other kind is folded.
-VERDICT_KINDS = (Kind.RUNS_USED, Kind.NON_FINITE, Kind.METHOD_FALLBACK, Kind.TOO_FEW_RUNS, Kind.NO_SPREAD, Kind.SEQUENTIAL,
-                 Kind.SERIAL, Kind.DRIFT, Kind.BIMODAL, Kind.METHOD)
+VERDICT_KINDS = (Kind.RUNS_USED, Kind.NON_FINITE, Kind.METHOD_FALLBACK, Kind.TOO_FEW_RUNS, Kind.NO_SPREAD,
+                 Kind.SEQUENTIAL, Kind.SERIAL, Kind.DRIFT, Kind.BIMODAL, Kind.METHOD)
 TOPICS = {Kind.RESOLUTION: "grid", Kind.BASIS: "basis"}  # what the fold line calls a folded diagnostic
 SAME_KIND_SHOWN = 3  # warnings of one kind shown before the rest are counted
 
