@@ -43,19 +43,17 @@ studies: $(STAMP) sysdeps native
 # under QEMU, one guest per run.  Kernels are cached under .perfab/kernel by source,
 # resolved config, patches and compiler, so a second `make kernel-studies` builds
 # nothing; sides with the same options share one build.  Each study's report is printed
-# after its runs, then `perfab size` on the two vmlinux of 000 and 001.
+# after its runs (000, 001 and 004 with the size table of their two vmlinux).
 KSTUDIES_DB := .perfab/kernel-studies.db
 KSTUDIES    := kernel-000-spin-unlock kernel-001-asm-inline kernel-002-osq-padding \
                kernel-003-paravirt-spinlocks kernel-004-tlb-shootdown
-VMLINUX     := $(PY) examples/kernel-vmlinux.py
 
 kernel-studies: $(STAMP) sysdeps kernel-deps native
 	rm -f $(KSTUDIES_DB) $(KSTUDIES_DB)-wal $(KSTUDIES_DB)-shm
 	for s in $(KSTUDIES); do \
 		$(VENV)/bin/perfab run examples/$$s/spec.toml --db $(KSTUDIES_DB) || exit 1; \
 	done
-	$(VENV)/bin/perfab size $$($(VMLINUX) examples/kernel-000-spin-unlock/spec.toml outline inlined)
-	$(VENV)/bin/perfab size $$($(VMLINUX) examples/kernel-001-asm-inline/spec.toml asm asm_inline)
+	$(VENV)/bin/perfab report kernel-tlb-shootdown --db $(KSTUDIES_DB) --format lkp
 	PERFAB_KERNEL_BUILDS=1 $(PY) -m pytest -q tests/kernel_build
 
 # System tools the measurement backends and tests rely on; installed only if absent.  kexec-tools is

@@ -23,7 +23,9 @@ as ``git bisect`` classifies a commit, by its difference from good:
 - otherwise undecided: the same three sides run again (runs pool across
   sessions of the step's experiment) up to ``max_retries`` times, then the
   bisection stops and says so.  Rows of deterministic counts (the exact
-  method) are never run again: more runs cannot change them.
+  method) are never run again: more runs cannot change them.  Every step
+  runs at least ``MIN_RUNS`` per side, so a spec of one run per side is
+  checked by a second (``methods.AssumeExact``: one run is unchecked).
 
 The culprit is the first bad commit on the path.  When bad still differs
 from the culprit in the same direction, the result names that further
@@ -195,6 +197,9 @@ def max_steps(candidates: int) -> int:
     return math.ceil(math.log2(max(candidates, 2))) + 2
 
 
+MIN_RUNS = 2  # runs per side of every step: an exact row needs a second run to show its counts repeat
+
+
 class _Bisection:
     def __init__(self, exp: Experiment, repo: Path, good: str, bad: str, store: Store, run_step, metric,
                  max_retries: int, say):
@@ -256,8 +261,10 @@ class _Bisection:
     def _experiment(self, label: str, commits: list[str], roles: tuple[str, ...] = ()) -> Experiment:
         roles = roles or (("good", "bad") if len(commits) == 2 else ("good", "cand", "bad"))
         sides = tuple(replace(self.exp.variants[0], name=_side(role, c), git=c) for role, c in zip(roles, commits))
+        # One run per side leaves exact rows unchecked (never **): the second run shows the counts repeat.
         return self.exp.derive(name=f"{self.exp.name}-bisect-{label}", repo=str(self.repo), variants=sides,
-                               baseline=sides[0].name, path=f"{self.exp.path}#bisect-{label}")
+                               baseline=sides[0].name, path=f"{self.exp.path}#bisect-{label}",
+                               runs=max(MIN_RUNS, self.exp.runs))
 
     def _measure(self, exp: Experiment) -> Analysis:
         self.run_step(exp)

@@ -417,7 +417,19 @@ def cmd_plan(args, stdout, stderr) -> int:
 
     for line in [*kexec_lines(exp, schedule.runs()), *aligned_lines(exp, sides)]:
         print(line, file=stdout)
+    for line in _plan_warnings(exp, backend):  # once the plan stands: a refused spec prints only its refusal
+        print(f"perfab: warning: {line}", file=stderr)
     return 0
+
+
+def _plan_warnings(exp, backend) -> list[str]:
+    """Verdicts the planned runs per side can never give (``perfab.analyse.planning``)."""
+    from perfab.analyse.planning import plan_warnings
+
+    runs = exp.sequential.max_runs if exp.sequential is not None else exp.runs
+    exact = any(m.exact for m in backend.metric_info().values()) or \
+        any(m.method == "exact" for w in exp.workloads for m in w.metrics) or exp.method == "exact"
+    return plan_warnings(runs, exp.alpha, exact)
 
 
 def _try(exp, args, stdout, stderr) -> int:

@@ -19,11 +19,29 @@ What a producer reported (or the store kept) overrides the catalogue, and
 what the spec declares (``[[workload.metric]]``: label, unit, direction)
 overrides both: ``resolve(name, known=stored, declared=spec_metric)``.
 
+A metric read on a clock carries its tick as ``step`` (its grid, in its
+unit), which the analysis takes as the least resolution of its values
+(``perfab.analyse.grid``): no row is ``flat`` with a margin finer than it.
+User and system times are tick-sampled.  The kernel charges each
+scheduler tick (``CONFIG_HZ``: 4 ms on Debian's kernels) to user or
+system time by what the task was doing when it fired, and wait4's
+``ru_utime``/``ru_stime`` are those tick counts rescaled so that they sum
+to the task's precise runtime (kernel/sched/cputime.c, ``cputime_adjust``:
+``stime = stime_ticks * rtime / (stime_ticks + utime_ticks)``; a task
+that took no system tick has ``utime = rtime``).  Printed in microseconds,
+they are a tick count in disguise: 0.003966, 0.003936 and 0.003982 s are
+one 4 ms tick each.  ``/proc/PID/stat`` (a service's times) counts in the
+kernel's ``USER_HZ`` clock, ``os.sysconf("SC_CLK_TCK")``.  The catalogue
+gives all four the tick of that clock, ``CLOCK_TICK_S``: the one the
+kernel exports, and on x86 (``USER_HZ`` 100, ``CONFIG_HZ`` 100 to 1000)
+never finer than the tick that sampled them.
+
 This module imports nothing else of perfab, so every layer may ask it.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -31,6 +49,7 @@ from typing import Protocol
 
 TIME_UNITS = ("s", "ms", "us", "ns", "sec", "msec", "usec")  # units of a duration
 INTERRUPT_COSTS = frozenset({"TLB", "CAL", "RES"})  # IPI rows of /proc/interrupts: lower is better
+CLOCK_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")  # the kernel's USER_HZ tick: the grid of tick-sampled CPU times
 
 
 @dataclass(frozen=True)
@@ -43,6 +62,7 @@ class Metric:
     direction: str | None  # "higher" or "lower" is better; None: no side is better
     exact: bool = False  # a deterministic count: equal runs give equal values, the exact method applies
     origin: str = "backend"  # who produced its samples: rusage | backend | parser | service | machine
+    step: float = 0.0  # the grid its readings sit on, in its unit (a clock's tick); 0: none declared
 
     @property
     def higher_is_better(self) -> bool | None:
@@ -120,15 +140,15 @@ def _direction(higher_is_better: bool | None) -> str | None:
 
 
 def _m(name: str, label: str, unit: str | None, direction: str | None, exact: bool = False,
-       origin: str = "backend") -> Metric:
-    return Metric(name, label, unit, direction, exact, origin)
+       origin: str = "backend", step: float = 0.0) -> Metric:
+    return Metric(name, label, unit, direction, exact, origin, step)
 
 
 # The workload's wait4 rusage, in the order the report lists it.
 RUSAGE = {m.name: m for m in (
     _m("wall_s", "Time elapsed (s)", "s", "lower", origin="rusage"),
-    _m("user_s", "User (s)", "s", "lower", origin="rusage"),
-    _m("sys_s", "Sys (s)", "s", "lower", origin="rusage"),
+    _m("user_s", "User (s)", "s", "lower", origin="rusage", step=CLOCK_TICK_S),  # tick-sampled, rescaled
+    _m("sys_s", "Sys (s)", "s", "lower", origin="rusage", step=CLOCK_TICK_S),
     _m("max_rss_kb", "Max RSS (KiB)", "KiB", "lower", origin="rusage"),
     _m("vcsw", "Ctx switches vol", "count", "lower", origin="rusage"),
     _m("ivcsw", "Ctx switches invol", "count", "lower", origin="rusage"),
@@ -144,8 +164,8 @@ RUSAGE_FIELDS = {"wall_s": "wall_s", "user_s": "user_s", "sys_s": "sys_s", "vcsw
 # reads and writes are system calls (/proc/PID/io), deterministic per request.  Per request: divided by
 # the client's request count (workload.service.requests).
 SERVICE = {m.name: m for m in (
-    _m("service_user_s", "Server user (s)", "s", "lower", origin="service"),
-    _m("service_sys_s", "Server sys (s)", "s", "lower", origin="service"),
+    _m("service_user_s", "Server user (s)", "s", "lower", origin="service", step=CLOCK_TICK_S),
+    _m("service_sys_s", "Server sys (s)", "s", "lower", origin="service", step=CLOCK_TICK_S),
     _m("service_cpu_s", "Server CPU (s)", "s", "lower", origin="service"),
     _m("service_cpu_us_per_req", "Server CPU/req (us)", "us", "lower", origin="service"),
     _m("service_reads", "Server read calls", "count", "lower", True, "service"),

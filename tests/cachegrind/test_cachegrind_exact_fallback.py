@@ -114,3 +114,31 @@ def test_the_table_says_which_rows_left_the_exact_method(aa_db):
     assert "Mann-Whitney U" not in joined and "change no verdict: tests" in joined  # the tests folded
     verbose = " ".join(_cli("report", "--db", str(aa_db), "--verbose")[1].split())
     assert "Mann-Whitney U" in verbose and "exact counts" in verbose  # both methods named in the legend
+
+
+@pytest.fixture(scope="module")
+def one_run(tmp_path_factory) -> tuple[Path, Path]:
+    """The same A/A with one run per side: (its spec, its database)."""
+    if shutil.which("gcc") is None or shutil.which("valgrind") is None:
+        pytest.skip("needs gcc and valgrind (apt-get install gcc valgrind)")
+    d = tmp_path_factory.mktemp("one")
+    (d / "vary.c").write_text(VARYING_C)
+    subprocess.run(["gcc", "-O2", str(d / "vary.c"), "-o", str(d / "vary")], check=True)
+    (d / "aa.toml").write_text(SPEC.format(exe=d / "vary", counter=d / "count").replace("runs = 5", "runs = 1"))
+    code, _, err = _cli("run", str(d / "aa.toml"), "--db", str(d / "r.db"))
+    assert code == 0, err
+    return d / "aa.toml", d / "r.db"
+
+
+def test_one_run_per_side_of_varying_work_is_unchecked_and_never_a_change(one_run):
+    """Issue 27: one run per side, the work 2% apart, read `instructions -0.18% **`: nothing showed counts repeat."""
+    spec, db = one_run
+    code, out, err = _cli("report", "--db", str(db), "--format", "json")
+    assert code == 0, err
+    rows = {r["metric"]: r for r in json.loads(out)["rows"]}
+    ins = rows["instructions"]
+    assert ins["base_values"] != ins["exp_values"] and ins["method"] == "exact"  # the counts differ, unseen
+    assert not [m for m, r in rows.items() if r["verdict"] in ("**", "flat")], {m: r["verdict"] for m, r in rows.items()}
+    assert any(w["kind"] == "method" and "unchecked" in w["text"] for w in ins["warnings"])
+    code, _, err = _cli("plan", str(spec))
+    assert code == 0 and "exact rows are unchecked and never `**` or `flat`" in err  # said before any run

@@ -60,18 +60,20 @@ def _planned(db) -> int:
         con.close()
 
 
-def test_a_clear_change_stops_at_the_first_look_and_says_why(db):
+def test_a_clear_change_stops_at_the_first_look_that_can_check_serial_correlation_and_says_why(db):
+    """Before 12 runs per side a look assumes lag-1 correlation 0.6 (``analyse.serial``): a +5% change at 0.5%
+    noise, `**` at the first look of 6 runs per side when runs were taken as independent, is decided at 12."""
     runner, ex, store = fake_runner(SPEC.format(max_runs=40, margin=0.5), db, _behaviour(0.05, 0.005))
     result = runner.run()
     store.close()
     assert result.status == "finished"
-    assert _planned(db) == 12  # 6 per side: the plan never grew past the first look
+    assert _planned(db) == 24  # 12 per side: the plan grew to the first look that estimates the correlation
     code, out, err = cli("report", "--db", str(db))
     assert code == 0, err
     row = next(line for line in out.splitlines() if line.startswith("ops/s"))
     assert row.split()[-1] == "**"
     text = " ".join(out.split())
-    assert "stopping : runs = \"auto\", 6..40 per side; stopped after 6 runs per side: every primary row decided" \
+    assert "stopping : runs = \"auto\", 6..40 per side; stopped after 12 runs per side: every primary row decided" \
         in text
     assert "group-sequential rank test" not in text  # the tests are folded (they change no verdict) ...
     verbose = " ".join(cli("report", "--db", str(db), "--verbose")[1].split())

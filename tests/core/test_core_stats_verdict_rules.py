@@ -44,7 +44,7 @@ def test_deterministic_counts_stay_decisive_and_a_tolerated_spread_never_makes_a
     sim = Simulator(["ins"], exact=("ins",))
     rows = sim.rows({"ins": (np.full(3, 1_000_000.0), np.full(3, 1_000_500.0))})  # +0.05%, nothing varies
     assert rows["ins"].estimate.method == "exact" and rows["ins"].verdict == "flat"  # inside the 0.1% margin
-    rows = sim.rows({"ins": (np.full(1, 1_000_000.0), np.full(1, 1_002_000.0))})
+    rows = sim.rows({"ins": (np.full(2, 1_000_000.0), np.full(2, 1_002_000.0))})  # the second run checks the first
     assert rows["ins"].verdict == "**" and rows["ins"].estimate.delta == pytest.approx(0.002)
     # Within the tolerance every pairwise ratio is within it too: A/A is never **, whatever the margin.
     rng = np.random.default_rng(191)
@@ -219,6 +219,7 @@ def test_the_pairs_rank_is_the_one_the_interval_itself_gives():
     """``grid_rank`` against the interval recomputed by the method at each confidence (brute force)."""
     from perfab.analyse.methods import AssumeNothing
     from perfab.analyse.ranks import _u_cdf
+    from perfab.analyse.grid import resolution
     from perfab.analyse.verdicts import grid_rank
 
     rng = np.random.default_rng(200)
@@ -232,7 +233,8 @@ def test_the_pairs_rank_is_the_one_the_interval_itself_gives():
             top = int(np.searchsorted(tails, 0.5, side="right"))
             brute = next((k for k in range(1, top + 1) if _excludes(method.compare(base, exp, 1 - 2 * tails[k - 1]
                                                                                    * (1 + 1e-12)))), top + 1)
-            assert grid_rank(base, exp) == brute or (grid_rank(base, exp) > top and brute == top + 1)
+            k = grid_rank(base, exp, resolution(base, exp))
+            assert k == brute or (k > top and brute == top + 1)
 
 
 def _excludes(est) -> bool:
@@ -241,11 +243,12 @@ def _excludes(est) -> bool:
 
 def test_a_grid_step_below_the_values_float_precision_is_a_point_mass_not_nan():
     """Regression: 1e9 s counted on a 1e-7 grid rounds every half-width to 0; the grid rank divided by it."""
+    from perfab.analyse.grid import resolution
     from perfab.analyse.verdicts import grid_rank
 
     base = 1e9 + np.array([0, 1, 2, 3, 5, 8]) * 1e-7
     exp = 1e9 + np.array([1, 2, 3, 4, 6, 9]) * 1e-7
-    assert 1 <= grid_rank(base, exp) <= len(base) * len(exp) + 1
+    assert 1 <= grid_rank(base, exp, resolution(base, exp)) <= len(base) * len(exp) + 1
 
 
 def test_eight_correlated_runs_are_warned_about_not_widened():

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -130,3 +131,32 @@ def test_the_perf_backend_counts_the_server_too(tmp_path, how):
     assert server["source"] == "service" and server["n_base"] == server["n_exp"] == 2
     assert all(v > 0 for v in server["base_values"] + server["exp_values"])  # the server did work in each run
     assert "task-clock" in rows  # and the client was counted as before
+
+
+def test_a_server_whose_system_calls_cannot_be_read_gives_no_reading_not_zero():
+    """A zero for a failed read was analysed as a real run: /proc/PID/io of a process perfab may not read (pid 1 in
+    this container, another user's server) gave 0 read and write calls.  Now the run's calls are left out with the
+    reason, and its CPU times stand."""
+    from perfab.run.around import _with_usage
+    from perfab.run.proctree import io_counts
+    from perfab.store import RunRecord
+
+    own = io_counts([os.getpid()])
+    assert set(own) == {"syscr", "syscw"} and own["syscr"] > 0  # a process we may read
+    try:
+        open("/proc/1/io").read()
+        pytest.skip("this machine lets perfab read pid 1's /proc/PID/io: no unreadable process to try")
+    except PermissionError:
+        pass
+    assert io_counts([os.getpid(), 1]) == {}  # one unreadable process: the total is no reading
+    spec = parse_spec(_spec(Path("/tmp"), 1), "s.toml")
+    workload = spec.workloads[0]
+    rec = RunRecord("ok", None, 0.0, 1.0, 0.1, 0.0, 1, 0, 0, 0, None, False, b"", b"", 0, 0)
+    before = {"user_s": 0.0, "sys_s": 0.0, "run_ns": 0.0}
+    after = {"user_s": 0.02, "sys_s": 0.01, "run_ns": 0.0}
+    out = _with_usage(rec, before, after, workload)
+    assert out.metrics["service_user_s"] == pytest.approx(0.02) and "service_reads" not in out.metrics
+    assert "could not be read" in out.excluded["service_reads"] and "service_writes" in out.excluded
+    readable = _with_usage(rec, {**before, "syscr": 5.0, "syscw": 1.0}, {**after, "syscr": 9.0, "syscw": 1.0}, workload)
+    assert readable.metrics["service_reads"] == 4.0 and readable.metrics["service_writes"] == 0.0  # a real zero
+    assert not readable.excluded

@@ -14,7 +14,8 @@ import pytest
 
 from perfab.analyse.compare import verdict
 from perfab.analyse.methods import AssumeNothing
-from perfab.analyse.ranks import rank_sum_p, resolution
+from perfab.analyse.grid import resolution
+from perfab.analyse.ranks import rank_sum_p
 
 METHOD = AssumeNothing()
 
@@ -90,8 +91,10 @@ def test_rank_sum_p_on_heavily_tied_data_is_the_permutation_p(seed):
 def test_resolution_is_read_within_sides_never_from_the_gap_between_them():
     assert resolution(np.array([0.076, 0.080, 0.080, 0.084]), np.array([0.080, 0.088])) == pytest.approx(0.004)
     assert resolution(np.array([1.0, 1.1, 1.3]), np.array([2.0, 2.5])) == 0.0  # no repeats: continuous
-    assert resolution(np.full(5, 14_680_103.0), np.full(5, 13_762_334.0)) == 1.0  # whole counts
-    est = METHOD.compare(np.full(20, 14_680_103.0), np.full(20, 13_762_334.0), 0.95)
+    # sides that read one value each say nothing of their grid: the margin's resolution, never the printed digits
+    assert resolution(np.full(5, 14_680_103.0), np.full(5, 13_762_334.0), margin=0.001) == pytest.approx(7_340.0515)
+    step = resolution(np.full(20, 14_680_103.0), np.full(20, 13_762_334.0), margin=0.001)
+    est = METHOD.compare(np.full(20, 14_680_103.0), np.full(20, 13_762_334.0), 0.95, step=step)
     assert verdict(est, 0.001, est.p, 0.05) == "**"  # deterministic counts stay decisive
 
 

@@ -204,7 +204,9 @@ def test_formula_like_side_names_the_reader_accepts_or_refuses(tmp_path, name):
     if name == "@x":
         out.one_line_error(2, re.escape(f"variant[0].name: '@x' is not a usable name"))
         return
-    assert out.code == 0 and out.err == "", out.err
+    # accepted: stderr holds only plan's warning that 2 runs per side never reach alpha by the rank test
+    assert out.code == 0 and all(line.startswith("perfab: warning: with 2 run(s) per side") for line in
+                                 out.err.splitlines()), out.err
     assert [line.split("  w  ")[1].strip().rsplit(" block", 1)[0].strip() for line in out.out.splitlines()
             if "  w  " in line] == ["b", name, name, "b"], out.out
 

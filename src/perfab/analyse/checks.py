@@ -11,7 +11,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from perfab.analyse.ranks import resolution
+from perfab.analyse.grid import exact_step
 
 
 def too_few_runs(n_base: int, n_exp: int, alpha: float) -> str | None:
@@ -118,7 +118,7 @@ def bimodal(values: np.ndarray, side: str, min_share: float = 0.2, min_d: float 
         return None
     k = _best_split(x, lo)
     a, b = x[:k], x[k:]
-    step = resolution(x)
+    step = exact_step(x)
     if step and b[0] - a[-1] <= 2 * step:
         return None  # neighbouring steps of a grid (a coarse clock, whole counts) are not two clusters
     # Rounding to a grid of step q adds q^2/12 of variance to each cluster (Sheppard's correction).

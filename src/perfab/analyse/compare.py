@@ -12,8 +12,9 @@ three-way verdict (``verdict``):
 - ``**``   the interval lies entirely beyond the equivalence margin (so it
            excludes zero) and the adjusted p-value is at most alpha:
            a change beyond per-run noise;
-- ``flat`` the interval lies inside +-margin, and the data's resolution
-           is finer than the margin: shown to be no change;
+- ``flat`` the interval lies inside +-margin, and the data's grid
+           (``perfab.analyse.grid``: the metric's declared clock or the step
+           its values show) is finer than the margin: shown to be no change;
 - ``ns``   neither: inconclusive at this n and noise.
 
 Which method judges a row (the exact method only for deterministic
@@ -25,7 +26,10 @@ adjustment across rows when only some rows are primary.
 When the baseline's median is 0 there is no relative change: ``**`` then
 needs the interval of the absolute shift to exclude 0, and nothing is
 ``flat``.  Samples that are not finite never reach a method: the row is
-refused with the reason.  Check metrics (``check = 0`` for failed
+refused with the reason.  A run whose reading of a metric was unusable
+(not a finite number, missing from the output; ``perfab.run.readings``)
+is left out of that metric's row, and the row says how many runs it used
+and why.  Check metrics (``check = 0`` for failed
 requests) are not compared: they are ``valid`` when every run met the
 expected value.  Metrics a parser reports without a direction and that the
 spec does not declare are left out of the table unless asked for
@@ -40,8 +44,10 @@ from dataclasses import replace
 
 import numpy as np
 
+from perfab.analyse import serial
 from perfab.analyse.checks import adjust, bimodal, drift, lag1_autocorrelation, no_spread, too_few_runs, trend
 from perfab.analyse.diagnostics import Diagnostic, Kind, diagnostics
+from perfab.analyse.grid import flat_resolution, resolution
 from perfab.analyse.model import Analysis, Row, WorkloadInfo  # noqa: F401 (re-exported)
 from perfab.analyse.methods import ABSOLUTE, Estimate, exact_spread, get_method, min_detectable_effect, relative_cv
 from perfab.analyse.multiplicity import holm_weights
@@ -144,6 +150,10 @@ class _Index:
                 first[t.workload.levels[code]].append((int(rows[at]), rank, metric))
         self.order = {w: [m for _, _, m in sorted(seen)] for w, seen in first.items()}
         self._points = _first_seen(t, self.measured)
+        self.dropped: dict[tuple, list[str]] = defaultdict(list)  # (workload, point, variant, metric) -> reasons
+        for r in _rows_of(t, data.excluded, self.measured):
+            for metric, reason in data.excluded[int(t.run_id[r])].items():
+                self.dropped[(t.workload[r], t.params[r], t.variant[r], metric)].append(reason)
         self.profile_runs: dict[tuple[str, str], list[dict[str, float]]] = defaultdict(list)
         for r in _rows_of(t, data.profiles, self.measured):
             self.profile_runs[(t.workload[r], t.variant[r])].append(data.profiles[int(t.run_id[r])])
@@ -159,6 +169,17 @@ class _Index:
         """(the values, the position in time of each) of one side's runs, in run order."""
         order, values = self.series.get((workload, point, variant, metric), (np.zeros(0, np.int64), np.zeros(0)))
         return values, SampleView(order)
+
+    def used(self, workload: str, point: Params, variant: str, metric: str, used: int) -> tuple[Diagnostic, ...]:
+        """A side's runs whose reading of ``metric`` was unusable, when some were: how many the row used, and why."""
+        reasons = self.dropped.get((workload, point, variant, metric))
+        if not reasons:
+            return ()
+        first = max(set(reasons), key=reasons.count)
+        text = (f"{variant}: used {used} of {used + len(reasons)} runs; {len(reasons)} run(s) had no usable reading "
+                f"({first}{'' if len(set(reasons)) == 1 else '; and other reasons'})")
+        return (Diagnostic(Kind.RUNS_USED, text, {"side": variant, "used": used, "dropped": len(reasons),
+                                                  "reason": first}),)
 
     def runs_per_side(self) -> dict[str, int]:
         t = self.data.table
@@ -263,7 +284,9 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
                   higher_is_better=meta.higher_is_better,
                   primary=bool(decl and decl.primary), margin=margin, n_base=len(base), n_exp=len(exp),
                   base_values=SampleView(base), exp_values=SampleView(exp), params=point, source=meta.origin,
-                  base_order=base_order, exp_order=exp_order)
+                  base_order=base_order, exp_order=exp_order, step=meta.step)
+    used = (idx.used(workload, point, spec.baseline, metric, len(base))
+            + idx.used(workload, point, variant, metric, len(exp)))
     none = dict(estimate=None, q=None, cv_base=None, cv_exp=None, mde=None)
     if decl is not None and decl.check is not None:
         bad = int(np.sum(base != decl.check) + np.sum(exp != decl.check))
@@ -273,7 +296,7 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
     if len(base) == 0 or len(exp) == 0:
         return Row(**common, **none, verdict=Verdict.NONE,
                    warnings=(Diagnostic(Kind.NO_SAMPLES, "no usable runs on one side",
-                                        {"n_base": len(base), "n_exp": len(exp)}),))
+                                        {"n_base": len(base), "n_exp": len(exp)}),) + used)
     bad = int(np.sum(~np.isfinite(base)) + np.sum(~np.isfinite(exp)))
     if bad:
         return Row(**common, **none, verdict=Verdict.NONE, warnings=(
@@ -282,11 +305,12 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
         ("exact" if meta.exact else spec.method)
     asked = name
     name, chosen = method_for(name, base, exp)
-    est = get_method(name).compare(base, exp, confidence)
+    step = resolution(base, exp, declared=meta.step, margin=margin)
+    est = get_method(name).compare(base, exp, confidence, step=step)
     cv_b, cv_e = relative_cv(base), relative_cv(exp)
     noise = max([c for c in (cv_b, cv_e) if c is not None], default=None)
-    warnings = (diagnostics(Kind.METHOD_FALLBACK, *chosen, asked=asked, used=name,
-                            spread=exact_spread(base, exp) if chosen else None)
+    warnings = used + (diagnostics(Kind.METHOD_FALLBACK, *chosen, asked=asked, used=name,
+                                   spread=exact_spread(base, exp) if chosen else None)
                 + diagnostics(Kind.METHOD, *est.warnings, method=est.method)
                 + diagnostics(Kind.BASIS, *basis_note(est, base, exp), basis=est.basis))
     if name != "exact":
@@ -301,6 +325,7 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
         est = grid_pair(est, base, exp)
         est, serial = _serial(est, get_method(name), base, exp, confidence)
         warnings += serial
+    est = replace(est, resolution=flat_resolution(est.resolution, meta.step, est.median_base))  # the widened too
     mde = min_detectable_effect(len(base), len(exp), noise, alpha, margin=margin) if name != "exact" else None
     return Row(**common, estimate=est, q=None, verdict=Verdict.PENDING, cv_base=cv_b, cv_exp=cv_e, mde=mde,
                warnings=warnings)
@@ -321,9 +346,10 @@ def _serial(est: Estimate, method, base: np.ndarray, exp: np.ndarray,
     wide, notes = serial_widening(est, method, base, exp, confidence)
     if not notes:
         return wide, ()
-    r1, z = lag1_autocorrelation([base, exp])
+    found = serial.estimate(base, exp)
+    r1, z = (found.rho_hat, found.z) if found is not None else lag1_autocorrelation([base, exp])
     return wide, diagnostics(Kind.SERIAL, *notes, autocorrelation=float(r1), z=float(z),
-                                 widened=wide is not est)
+                             widened=wide is not est)
 
 
 def _summaries(spec: Experiment, idx: _Index, workload: str, point: Params, metric: str,

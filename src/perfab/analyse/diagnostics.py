@@ -22,6 +22,7 @@ class Kind(StrEnum):
     each kind means and which data it carries)."""
 
     NO_SAMPLES = "no_samples"
+    RUNS_USED = "runs_used"
     NON_FINITE = "non_finite"
     METHOD_FALLBACK = "method_fallback"
     METHOD = "method"
@@ -66,6 +67,11 @@ _N = (Key("n_base", int, "baseline runs used"), Key("n_exp", int, "the other sid
 
 DATA: dict[Kind, Shape] = {
     Kind.NO_SAMPLES: Shape("a side has no usable run of the metric: not compared", _N),
+    Kind.RUNS_USED: Shape("some runs of a side had no usable reading of the metric: the row uses the others", (
+        _SIDE,
+        Key("used", int, "the side's runs the row uses"),
+        Key("dropped", int, "the side's runs left out, each with a reason stored beside the run"),
+        Key("reason", str, "the most common reason"))),
     Kind.NON_FINITE: Shape("inf or nan samples: the row is refused", (
         Key("samples", int, "samples that are inf or nan, both sides"),)),
     Kind.METHOD_FALLBACK: Shape("the exact method was asked for, but the counts vary: judged by the rank test", (
@@ -90,7 +96,7 @@ DATA: dict[Kind, Shape] = {
         Key("z", float, "its normal score"),
         Key("widened", bool, "interval and p-value were widened (false: too few runs to estimate it)"))),
     Kind.RESOLUTION: Shape("the data's grid is coarser than the margin: flat cannot be shown", (
-        Key("resolution", float, "the data's grid step relative to the baseline"),
+        Key("resolution", float, "the data's grid step (or the metric's clock tick) relative to the baseline"),
         Key("margin", float, "the equivalence margin, a fraction"),
         Key("coarse", bool, "less spread than one grid step: the interval covers any shift rounding hides"))),
     Kind.SEQUENTIAL: Shape("the sequential design's state of the row, or what it noticed", (

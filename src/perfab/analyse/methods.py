@@ -26,8 +26,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats
 
+from perfab.analyse.grid import resolution, under_one_step
 from perfab.analyse.pairs import Pairs, triangle_quantiles
-from perfab.analyse.ranks import hl_rank, rank_sum_p, resolution, under_one_step
+from perfab.analyse.ranks import hl_rank, rank_sum_p
 
 RATIO, SHIFT_MEDIAN, ABSOLUTE = "ratio", "shift/median", "absolute"
 
@@ -50,8 +51,10 @@ class Estimate:
     shift: float | None = None  # the change in the metric's unit (Hodges-Lehmann shift, or difference of medians)
     shift_lo: float | None = None  # its interval, in the metric's unit
     shift_hi: float | None = None
-    resolution: float = 0.0  # relative grid step of the data (a coarse clock, whole counts); 0 for continuous data
+    resolution: float = 0.0  # relative step below which flat cannot be shown: the data's grid or the metric's clock
     coarse: bool = False  # the spread is under half a grid step: the interval was widened by the worst rounding
+    step: float = 0.0  # the grid step the values were taken on, in the metric's unit (``grid.resolution``); 0: none
+    unchecked: bool = False  # exact method with one run on a side: that the counts repeat was never shown
 
 
 class AssumeNothing:
@@ -74,15 +77,20 @@ class AssumeNothing:
     the pairwise differences pile up on multiples of q and the order
     statistics collapse (an interval of [0, 0] for a real +5% change), so
     the grid is accounted for.  When each side's spread is at least about
-    q/2 (``ranks.under_one_step``), rounding errors are close to independent and uniform
+    q/2 (``grid.under_one_step``), rounding errors are close to independent and uniform
     (Sheppard's condition; Heitjan, "Inference from grouped continuous
     data: a review", Statistical Science 4 (1989) 164-183) and every
     pairwise difference is spread over its possible rounding error (a
     triangle of half-width q/2 + q/2) before the same ranks are read off.
     When the spread is smaller, rounding can hide any shift up to one step,
     so the interval is widened by the largest rounding error of a
-    difference (the sharp worst case).  The relative step is reported as
+    difference (the sharp worst case).  The step is the metric's declared
+    one or the one its values show (``perfab.analyse.grid``), given as
+    ``step`` by the analysis.  The relative step is reported as
     ``resolution``: a row cannot be ``flat`` with a margin finer than it.
+    Where the median of the raw differences is exactly 0 (two samples of
+    zeros), the shift is 0: the rounding triangles shape the interval, they
+    never invent a change.
 
     Assumptions: runs are independent and, under the null hypothesis, the
     two sides' distributions have the same shape (a pure shift on the
@@ -111,13 +119,14 @@ class AssumeNothing:
         return (f"Mann-Whitney U; Delta = Hodges-Lehmann ratio, {_level(confidence)} intervals "
                 "(not the ratio of the medians shown)")
 
-    def compare(self, base: np.ndarray, exp: np.ndarray, confidence: float) -> Estimate:
+    def compare(self, base: np.ndarray, exp: np.ndarray, confidence: float, step: float | None = None) -> Estimate:
+        """The estimate; ``step`` is the values' grid (None: the one they show, ``grid.resolution``)."""
         n, m = len(base), len(exp)
-        step = resolution(base, exp)
+        step = resolution(base, exp) if step is None else step
         log_scale = bool(np.all(base > 0) and np.all(exp > 0)) and (step == 0 or min(base.min(), exp.min()) > step)
         pairs = Pairs(base, exp, log=log_scale)
         k = hl_rank(n, m, confidence)
-        coarse = step > 0 and (under_one_step(base) or under_one_step(exp))
+        coarse = step > 0 and (under_one_step(base, step) or under_one_step(exp, step))
         warnings: list[str] = []
         if step == 0:
             shift, lo, hi = pairs.order_interval(k)
@@ -142,7 +151,7 @@ class AssumeNothing:
             scale = abs(median_base)
             est = _estimate(self.name, base, exp, shift / scale, lo / scale, hi / scale, p, warnings, SHIFT_MEDIAN,
                             (shift, lo, hi), rel_step)
-        return replace(est, coarse=coarse)
+        return replace(est, coarse=coarse, step=step)
 
 
 def _rounding_errors(pairs: Pairs, step: float, log_scale: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -161,10 +170,11 @@ def _rounding_errors(pairs: Pairs, step: float, log_scale: bool) -> tuple[np.nda
 def _smoothed_interval(pairs: Pairs, ea: np.ndarray, eb: np.ndarray, k: int) -> tuple[float, float, float]:
     """HL shift and interval with each difference spread over a triangle of its rounding half-width."""
     nm = pairs.total
+    zero = pairs.median() == 0  # the raw estimate is exactly 0: the triangles must not invent a change
     if k < 1:
-        return triangle_quantiles(pairs, ea, eb, [0.5])[0], -math.inf, math.inf
+        return 0.0 if zero else triangle_quantiles(pairs, ea, eb, [0.5])[0], -math.inf, math.inf
     center, lo, hi = triangle_quantiles(pairs, ea, eb, [0.5, (k - 0.5) / nm, (nm - k + 0.5) / nm])
-    return center, lo, hi
+    return 0.0 if zero else center, lo, hi
 
 
 def _raw_shift(pairs: Pairs, step: float, coarse: bool, k: int) -> tuple[float, float, float]:
@@ -183,6 +193,8 @@ def _expm1(x: float) -> float:
 
 
 EXACT_TOLERANCE = 1e-3  # relative spread within a side still taken as deterministic (ld.so, a clock read)
+UNCHECKED_NOTE = ("one run on a side: that the counts repeat is unchecked, so the exact method can call neither "
+                  "** nor flat; run 2 per side (the second checks the first)")
 
 
 def _relative_range(values: np.ndarray) -> float:
@@ -209,7 +221,12 @@ class AssumeExact:
     workload reading a clock formats a few digits more or less).  The
     analysis (``perfab.analyse.compare``) uses this method only where that
     holds, row by row, and judges any other row by the rank method with a
-    warning; called directly on varying values it warns.  A baseline of 0
+    warning; called directly on varying values it warns.  That needs two
+    runs on each side: with one, nothing shows the counts repeat (an A/A of
+    a workload whose work varied 3% per run read ``-0.18% **`` at one run
+    per side), so the row is ``unchecked`` and can be neither ``**`` nor
+    ``flat`` (``verdicts.verdict``): two runs per side, the second checking
+    the first, are the least for a verdict.  A baseline of 0
     has no ratio: the change is the difference of the medians in the
     metric's unit (basis ``absolute``), with the range of pairwise
     differences as its interval.  Reference: the same idea as benchstat's
@@ -223,10 +240,13 @@ class AssumeExact:
         """The method as a report's legend names it (no interval level: the counts do not vary)."""
         return "exact counts (deterministic; only the margin decides flat)"
 
-    def compare(self, base: np.ndarray, exp: np.ndarray, confidence: float) -> Estimate:
+    def compare(self, base: np.ndarray, exp: np.ndarray, confidence: float, step: float | None = None) -> Estimate:
         mb, me = float(np.median(base)), float(np.median(exp))
         warnings: list[str] = []
         spread_ = exact_spread(base, exp)
+        unchecked = min(len(base), len(exp)) < 2
+        if unchecked:
+            warnings.append(UNCHECKED_NOTE)
         if spread_ > EXACT_TOLERANCE:
             from perfab.report.numbers import fmt_pct
 
@@ -234,14 +254,16 @@ class AssumeExact:
                             "deterministic counts")
         shift = (me - mb, float(exp.min() - base.max()), float(exp.max() - base.min()))  # extremes of all differences
         if mb == 0:
-            return _estimate(self.name, base, exp, None, None, None, None, warnings, ABSOLUTE, shift, 0.0)
+            est = _estimate(self.name, base, exp, None, None, None, None, warnings, ABSOLUTE, shift, 0.0)
+            return replace(est, unchecked=unchecked)
         delta = me / mb - 1
         lo = hi = delta
         if spread_ > 0 and np.all(base != 0):
             ratios = _extreme_ratios(exp, base) - 1
             lo, hi = float(ratios.min()), float(ratios.max())
         basis = RATIO if np.all(base > 0) and np.all(exp > 0) else SHIFT_MEDIAN
-        return _estimate(self.name, base, exp, delta, lo, hi, None, warnings, basis, shift, 0.0)
+        est = _estimate(self.name, base, exp, delta, lo, hi, None, warnings, basis, shift, 0.0)
+        return replace(est, unchecked=unchecked)
 
 
 def _extreme_ratios(exp: np.ndarray, base: np.ndarray) -> np.ndarray:
@@ -275,7 +297,7 @@ class AssumeNormal:
         """The method as a report's legend names it."""
         return f"Welch t, {_level(confidence)} intervals"
 
-    def compare(self, base: np.ndarray, exp: np.ndarray, confidence: float) -> Estimate:
+    def compare(self, base: np.ndarray, exp: np.ndarray, confidence: float, step: float | None = None) -> Estimate:
         n, m = len(base), len(exp)
         mb, me = float(np.mean(base)), float(np.mean(exp))
         diff = me - mb
@@ -342,10 +364,10 @@ class AssumeSequential:
     def __init__(self, design=None):
         self.design = design  # perfab.analyse.sequential.Design; None: the samples at hand are the whole plan
 
-    def compare(self, base: np.ndarray, exp: np.ndarray, confidence: float) -> Estimate:
+    def compare(self, base: np.ndarray, exp: np.ndarray, confidence: float, step: float | None = None) -> Estimate:
         from perfab.analyse.sequential import sequential_estimate
 
-        return sequential_estimate(base, exp, confidence, self.design)
+        return sequential_estimate(base, exp, confidence, self.design, step=step or 0.0)
 
 
 _BY_NAME = {m.name: m for m in (AssumeNothing(), AssumeExact(), AssumeNormal(), AssumeSequential())}

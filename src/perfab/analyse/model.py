@@ -45,6 +45,7 @@ class Row:
     base_order: tuple[int, ...] = ()  # position in time of each baseline sample (session, plan position)
     exp_order: tuple[int, ...] = ()  # same for the experiment side
     invalid_runs: int = 0  # a check row: runs that missed the expected value
+    step: float = 0.0  # the metric's declared grid step, in its unit (``perfab.metrics.Metric.step``); 0: none
 
     @property
     def regressed(self) -> bool:

@@ -1,4 +1,4 @@
-"""Rank-test machinery: the exact permutation p-value with ties, HL ranks, and the resolution of data.
+"""Rank-test machinery: the exact permutation p-value with ties and the Hodges-Lehmann ranks.
 
 ``rank_sum_p``: the two-sided p-value of the Wilcoxon-Mann-Whitney rank-sum
 test from the exact permutation distribution of the rank sum, with mid-ranks
@@ -12,9 +12,7 @@ normal approximation can be far too small (0.32 below the permutation
 p-value on clock-tick data), the permutation p-value is exact whatever the
 ties.
 
-``resolution``: the step of a grid the values sit on (a 4 ms clock, counts
-of whole events), estimated within each side as the smallest gap between
-distinct values when values repeat; 0 for data without repeated values.
+The grid data sit on (a clock tick, whole counts) is ``perfab.analyse.grid``.
 """
 
 from __future__ import annotations
@@ -108,61 +106,3 @@ def _poly_div_1_minus_qk(a: list[int], k: int) -> list[int]:
     while len(out) > 1 and out[-1] == 0:
         out.pop()
     return out
-
-
-def resolution(*sides: np.ndarray) -> float:
-    """The grid step the values sit on, the largest seen within any one side (0 for continuous data).
-
-    Within a side whose values repeat, the step is the smallest gap between
-    its distinct values; a side showing a single value gives the unit of
-    its last printed digit (the most that can be told).  Gaps between the
-    sides are the effect, not the grid, and are never used.
-    """
-    return max((_side_step(np.asarray(x, dtype=float)) for x in sides), default=0.0)
-
-
-def _side_step(x: np.ndarray) -> float:
-    if len(x) < 2:
-        return 0.0
-    distinct = np.unique(x)
-    if len(distinct) == len(x):
-        return 0.0
-    if len(distinct) == 1:
-        return _single_value_step(float(distinct[0]))
-    return float(np.min(np.diff(distinct)))
-
-
-def _single_value_step(value: float) -> float:
-    """All values equal: the step is unknown; one unit of the last printed digit is the most it can be told."""
-    if value == 0:
-        return 0.0
-    text = f"{value:.15g}"
-    mantissa = text.split("e")[0]
-    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
-    exponent = int(text.split("e")[1]) if "e" in text else 0
-    step = 10.0 ** (exponent - decimals)
-    if decimals == 0 and exponent == 0:  # an integer such as 2140: its last digit's unit
-        step = 1.0
-    return step
-
-
-def under_one_step(values: np.ndarray) -> bool:
-    """Does one side show too few grid values for its rounding errors to be taken as dithered noise?
-
-    Rounding errors behave like independent uniform noise (Sheppard's
-    condition) once the spread covers a step or so.  A side is taken to be
-    below that when it shows fewer than three distinct values: values that
-    sit on one step, or straddle a single step boundary, can hide any shift
-    up to a step (a stable time just under a tick boundary, half its runs
-    reading a tick more).  Three or more values mean the spread crosses two
-    boundaries.  Counts of values are robust to an outlier, unlike a
-    standard deviation.  An earlier rule also counted a side whose most
-    common value held more than two thirds of its runs; that sent data with
-    sigma = q/2 to the worst-case widening about half the time, and
-    simulation shows the smoothed interval keeps its coverage there
-    (0.98 at sigma = q/2, 1.00 at q/4 and q/8; ``bench/verdict_rules.py``) with
-    far more power (+2% on a 2% grid: `**` 0.25 -> 0.82).
-    """
-    if len(values) < 2:
-        return True
-    return len(np.unique(values)) < 3

@@ -14,25 +14,37 @@ nominal p-value ``pi`` is the smallest ``nu`` at which the interval at
 off the exact null distribution of the Mann-Whitney count U:
 ``lo > s`` exactly when ``2 P(U <= #{d <= s}) <= nu``, so the test and the
 interval never disagree.  Coarse data (a grid of values:
-``ranks.resolution``) get ``AssumeNothing``'s interval, widened for
+``grid.resolution``) get ``AssumeNothing``'s interval, widened for
 rounding (``_grid_intervals``), and the margin test is the exact
 permutation rank-sum test of the samples shifted by the margin
 (``ranks.rank_sum_p``), computed only where the interval at the level of
 ``**`` clears the margin: elsewhere it could not decide anything and
 counts as 1 (conservative, and it spares the permutation counts with ties).
+The grid is the metric's declared step or the one its values show
+(``perfab.analyse.grid``, as in the fixed report).
+
+Serial correlation: a look is widened as a fixed report's row is
+(``perfab.analyse.serial``): the shrunk AR(1) factor ``f`` of the runs seen
+so far (before 12 runs per side, that of lag-1 correlation 0.6) divides
+the normal scores of the margin test's p-value and multiplies those of the
+look's nominal levels, so its interval is that of the rank method at
+``1 - nu'`` with ``nu' = 2 Phi(-f z_nu)`` (unbounded where no pair of order
+statistics reaches that level: the look then decides nothing).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import special
 
+from perfab.analyse import serial
+from perfab.analyse.grid import flat_resolution, resolution, under_one_step
 from perfab.analyse.methods import ABSOLUTE, RATIO, SHIFT_MEDIAN, _rounding_errors
 from perfab.analyse.pairs import Pairs, triangle_quantiles
-from perfab.analyse.ranks import _u_cdf, hl_rank, rank_sum_p, resolution, under_one_step
+from perfab.analyse.ranks import _u_cdf, hl_rank, rank_sum_p
 
 EXACT_U = 2500  # n*m up to which ranks.hl_rank uses the exact distribution of U
 
@@ -50,21 +62,32 @@ class Look:
     hi: float  # upper end
     pi: float  # nominal p-value of "the change lies beyond the margin"
     basis: str  # ratio | shift/median | absolute (methods module docstring)
-    resolution: float  # relative grid step of the data; 0 for continuous data
+    resolution: float  # relative step below which flat cannot be shown (the data's grid, a declared clock); 0: none
+    factor: float = 1.0  # serial-correlation widening applied (``serial``); 1: none
 
 
-def look(base: np.ndarray, exp: np.ndarray, margin: float, nu: float, t: float, nu_test: float | None = None) -> Look:
+def look(base: np.ndarray, exp: np.ndarray, margin: float, nu: float, t: float, nu_test: float | None = None,
+         declared: float = 0.0) -> Look:
     """The look at these samples (in run order, a prefix of the row's runs) with nominal level ``nu``.
 
     ``nu_test`` is the look's nominal level at the overall level ``**`` is
     tested at (``nu`` when omitted); on coarse data the exact permutation
     p-value of the margin test is computed only where the interval at that
     level clears the margin, and counts as 1 elsewhere (where it cannot
-    decide anything).
+    decide anything).  ``declared`` is the metric's declared grid step.
+    Both levels and the margin test are widened for serial correlation
+    (see the module docstring).
     """
-    if resolution(base, exp) == 0:
-        return _continuous(base, exp, margin, nu, t)
-    return _coarse(base, exp, margin, nu, t, nu if nu_test is None else nu_test)
+    nu_test = nu if nu_test is None else nu_test
+    factor = serial.look_factor(base, exp)  # no cap: a look beyond the samples' reach decides nothing
+    step = resolution(base, exp, declared=declared, margin=margin)
+    wide, wide_test = serial.widen(nu, factor), serial.widen(nu_test, factor)
+    if step == 0:
+        out = _continuous(base, exp, margin, wide, t)
+    else:
+        out = _coarse(base, exp, margin, wide, t, wide_test, step)
+    flat = flat_resolution(out.resolution, declared, float(np.median(base)))
+    return replace(out, nu=nu, pi=serial.widen_p(out.pi, factor), factor=factor, resolution=flat)
 
 
 def _continuous(base: np.ndarray, exp: np.ndarray, margin: float, nu: float, t: float) -> Look:
@@ -101,8 +124,9 @@ def _u_tail(count: int, n: int, m: int) -> float:
     return float(special.ndtr((count + 1 - n * m / 2) / sd))
 
 
-def _coarse(base: np.ndarray, exp: np.ndarray, margin: float, nu: float, t: float, nu_test: float) -> Look:
-    basis, delta, ends, step = _grid_intervals(base, exp, (1 - nu, 1 - nu_test))
+def _coarse(base: np.ndarray, exp: np.ndarray, margin: float, nu: float, t: float, nu_test: float,
+            step: float) -> Look:
+    basis, delta, ends, step = _grid_intervals(base, exp, (1 - nu, 1 - nu_test), step)
     (lo, hi), (test_lo, test_hi) = ends
     if basis == ABSOLUTE:
         clears = test_lo > 0 or test_hi < 0
@@ -114,7 +138,7 @@ def _coarse(base: np.ndarray, exp: np.ndarray, margin: float, nu: float, t: floa
     return Look(len(base), len(exp), t, nu, delta, lo, hi, pi, basis, step)
 
 
-def _grid_intervals(base: np.ndarray, exp: np.ndarray, confidences: tuple[float, ...]):
+def _grid_intervals(base: np.ndarray, exp: np.ndarray, confidences: tuple[float, ...], step: float):
     """``AssumeNothing``'s change and intervals on data on a grid, at several confidences at once.
 
     The same arithmetic as ``methods.AssumeNothing.compare`` (log scale
@@ -124,12 +148,11 @@ def _grid_intervals(base: np.ndarray, exp: np.ndarray, confidences: tuple[float,
     Returns (basis, delta, [(lo, hi) per confidence], relative step).
     """
     n, m = len(base), len(exp)
-    step = resolution(base, exp)
     log_scale = bool(np.all(base > 0) and np.all(exp > 0)) and min(base.min(), exp.min()) > step
     pairs = Pairs(base, exp, log=log_scale)  # the n*m differences, never built (perfab.analyse.pairs)
     ks = [hl_rank(n, m, c) for c in confidences]
     ea, eb = _rounding_errors(pairs, step, log_scale)
-    if under_one_step(base) or under_one_step(exp):
+    if under_one_step(base, step) or under_one_step(exp, step):
         worst = float(ea.max() + eb.max())
         center = pairs.median()
         ends = [(pairs.kth(k) - worst, pairs.kth(n * m + 1 - k) + worst) if k >= 1 else (-math.inf, math.inf)
@@ -138,6 +161,7 @@ def _grid_intervals(base: np.ndarray, exp: np.ndarray, confidences: tuple[float,
         probs = [0.5] + [p for k in ks if k >= 1 for p in ((k - 0.5) / (n * m), (n * m - k + 0.5) / (n * m))]
         q = iter(triangle_quantiles(pairs, ea, eb, probs))
         center = next(q)
+        center = center if pairs.median() != 0 else 0.0  # a raw estimate of exactly 0 stays 0
         ends = [(next(q), next(q)) if k >= 1 else (-math.inf, math.inf) for k in ks]
     median = float(np.median(base))
     rel_step = step / abs(median) if median else math.inf

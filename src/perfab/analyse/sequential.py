@@ -39,7 +39,13 @@ alpha between them, so the row the experiment is about is not diluted by
 every side metric of the report.
 
 Rows of deterministic counts (``exact``) are decided at the first look by
-the exact method.  Intervals are on log values when every value is
+the exact method, by the fixed report's rule (``verdicts.exact_verdict``:
+a spread within its 0.1% tolerance never makes a change on its own).
+Every look is widened for serial correlation in run order as a fixed
+report's row is, once a side has ``serial.SERIAL_MIN_N`` runs
+(``perfab.analyse.rci``), and reads the metric's grid as the fixed report
+does (``perfab.analyse.grid``: a row on a grid coarser than its margin is
+never ``flat``).  Intervals are on log values when every value is
 positive, so Delta is a ratio.  The point estimate after a data-dependent
 stop is biased away from zero (Jennison & Turnbull, ch. 8); the interval is
 the honest summary.
@@ -68,6 +74,7 @@ from dataclasses import dataclass, replace
 from typing import Hashable
 
 import numpy as np
+from perfab.analyse.grid import resolution
 from perfab.analyse.methods import ABSOLUTE, AssumeExact, AssumeNothing, Estimate, relative_cv
 from perfab.analyse.multiplicity import MULTIPLE, adjust_anytime, holm_weights
 from perfab.analyse.rci import Look, look
@@ -133,6 +140,7 @@ class SequentialRow:
     margin: float  # equivalence margin, as a fraction
     primary: bool = False  # must be decided before the experiment stops
     exact: bool = False  # deterministic counts: the exact method decides at the first look
+    step: float = 0.0  # the metric's declared grid step, in its unit (``perfab.metrics.Metric.step``); 0: none
 
 
 @dataclass(frozen=True)
@@ -188,7 +196,7 @@ def replay(rows: list[SequentialRow], design: Design, estimates: bool = True) ->
 def from_rows(rows) -> list[SequentialRow]:
     """Rows of ``compare.compare`` (``Analysis.rows``) that a sequential design decides: those with an estimate."""
     return [SequentialRow((r.workload, r.params, r.metric, r.variant), r.base_values, r.exp_values, r.margin,
-                          r.primary, r.estimate.method == "exact")
+                          r.primary, r.estimate.method == "exact", r.step)
             for r in rows if r.estimate is not None]
 
 
@@ -280,7 +288,7 @@ def _trajectory(row: SequentialRow, design: Design,
         if row.exact or nb < 2 or ne < 2:
             out.append(None)
         else:
-            out.append(look(base[:nb], exp[:ne], row.margin, nu, t, test))
+            out.append(look(base[:nb], exp[:ne], row.margin, nu, t, test, declared=row.step))
     return fractions, out
 
 
@@ -343,11 +351,17 @@ def _exact_estimate(row: SequentialRow, design: Design) -> Estimate | None:
 
 
 def _exact_state(row: SequentialRow, design: Design) -> tuple[str, str]:
+    """The exact method's verdict, by the fixed report's rule (``verdicts.exact_verdict``: the 0.1% tolerance)."""
+    from perfab.analyse.verdicts import exact_verdict
+
     est = _exact_estimate(row, design)
     if est is None:
         return "continue", "no runs on a side yet"
-    changed = est.shift != 0 if est.basis == ABSOLUTE else abs(est.delta) > row.margin
-    return ("**" if changed else "flat"), "deterministic counts: decided by the exact method at the first look"
+    state = str(exact_verdict(est, row.margin))
+    if state == "ns":
+        return state, ("deterministic counts, decided by the exact method at the first look: the spread it "
+                       "tolerates within a side straddles the margin")
+    return state, "deterministic counts: decided by the exact method at the first look"
 
 
 def _mde(row: SequentialRow, last: Look, design: Design) -> float | None:
@@ -366,7 +380,9 @@ def _estimate(row: SequentialRow, last: Look, lo: float, hi: float, p: float, de
               warnings: tuple[str, ...]) -> Estimate:
     """The rank method's estimate at the newest look and its nominal level, with the intersected interval and p."""
     base, exp = np.asarray(row.base[: last.n_base], dtype=float), np.asarray(row.exp[: last.n_exp], dtype=float)
-    est = AssumeNothing().compare(base, exp, 1 - last.nu)
+    est = AssumeNothing().compare(base, exp, 1 - last.nu, step=resolution(base, exp, declared=row.step,
+                                                                          margin=row.margin))
+    est = replace(est, resolution=last.resolution)
     if last.basis == ABSOLUTE:
         return replace(est, method="sequential", shift_lo=lo, shift_hi=hi, p=p, warnings=est.warnings + warnings)
     return replace(est, method="sequential", delta=last.delta, lo=lo, hi=hi, p=p, warnings=est.warnings + warnings)
@@ -418,7 +434,7 @@ def _pct(x: float, basis: str) -> str:
 
 
 def sequential_estimate(base: np.ndarray, exp: np.ndarray, confidence: float, design: Design | None = None,
-                        margin: float = 0.0) -> Estimate:
+                        margin: float = 0.0, step: float = 0.0) -> Estimate:
     """``AssumeSequential.compare``: the row's estimate after looks every block from ``min_runs``.
 
     Without a design, the samples at hand are taken as the whole plan
@@ -428,7 +444,7 @@ def sequential_estimate(base: np.ndarray, exp: np.ndarray, confidence: float, de
     if design is None:
         design = Design(min_runs=min(Design.min_runs, max(2, runs)), max_runs=max(2, runs),
                         confidence=confidence)
-    decision = decide([SequentialRow("row", tuple(base), tuple(exp), margin)], design)
+    decision = decide([SequentialRow("row", tuple(base), tuple(exp), margin, step=step)], design)
     est = decision.rows[0].estimate
     if est is None:
         est = replace(AssumeNothing().compare(np.asarray(base, float), np.asarray(exp, float), confidence),

@@ -7,8 +7,8 @@
   any other row asked for it is judged by the rank test, with a warning;
 - ``basis_note``: why a rank-method Delta is a shift over the median,
   not a ratio, when a zero (or a negative value) makes it one;
-- ``serial_widening``: a lag-1 autocorrelation check in run order, and
-  where it fires an AR(1) widening of the interval and p-value together;
+- ``serial_widening``: the smooth AR(1) widening of the interval and
+  p-value together for correlation in run order (``perfab.analyse.serial``);
 - ``verdict``: the three-way verdict from one test-interval pair (see the
   ``compare`` module docstring): for the tests, ``**`` needs the adjusted
   p-value at most alpha and the interval beyond the margin; the exact
@@ -24,11 +24,12 @@ from dataclasses import replace
 from enum import StrEnum
 
 import numpy as np
-from scipy import special
 
+from perfab.analyse import serial
 from perfab.analyse.checks import lag1_autocorrelation
+from perfab.analyse.grid import under_one_step
 from perfab.analyse.methods import ABSOLUTE, EXACT_TOLERANCE, SHIFT_MEDIAN, Estimate, exact_spread
-from perfab.analyse.ranks import _u_cdf, resolution, under_one_step
+from perfab.analyse.ranks import _u_cdf
 
 
 class Verdict(StrEnum):
@@ -64,61 +65,49 @@ def method_for(name: str, base: np.ndarray, exp: np.ndarray) -> tuple[str, tuple
                              "deterministic counts",)
 
 
-SERIAL_Z = 1.2816  # one-sided 10% test of positive lag-1 autocorrelation; where it fires the row is widened
-RHO_MARGIN = 1.645  # rho is taken at the upper end of its one-sided 95% bound (normal scores of its SE)
-SERIAL_MIN_N = 12  # runs per side below which rho cannot be estimated: the bias correction divides by n - 4
+NOTE_FACTOR = 1.2  # a widening at least this large is noted on the row
 
 
 def serial_widening(est: Estimate, method, base: np.ndarray, exp: np.ndarray,
                     confidence: float) -> tuple[Estimate, tuple[str, ...]]:
-    """The estimate widened for positive serial correlation in run order, when the lag-1 check fires.
+    """The estimate widened for serial correlation in run order (``perfab.analyse.serial``), with its note.
 
-    Check: ``checks.lag1_autocorrelation`` of each side's values in run
-    order, pooled, one-sided at 10% (``SERIAL_Z``).  Runs correlated in
-    time (a slowly wandering machine, AR(1) with rho 0.5) made the rank
-    test call an A/A change `**` 7 times as often as on independent runs
-    (0.21 against 0.03 at n = 20), and the drift check, which looks for a
-    trend, did not see it.
-
-    Widening: AR(1) effective sample size.  With lag-1 correlation rho the
-    variance of a side's mean, and close to it of its rank sum, grows by
-    ``(1 + rho) / (1 - rho)`` (Bayley & Hammersley, JRSS Suppl. 8 (1946)
-    184-197; for tests under serial correlation Zwiers & von Storch,
-    J. Climate 8 (1995) 336-351).  rho is the check's r1 corrected for its
-    small-sample bias (``E r1 ~ rho - (1 + 4 rho) / n``, Kendall), raised
-    to its one-sided 95% upper bound (``+ 1.645 / sqrt(n_base + n_exp)``:
-    a point estimate from 20 runs misses half the correlation often
-    enough to leave the A/A rate at 0.08) and capped at 0.9.  The test's
-    normal score is divided by the square root
-    of the factor, ``p' = 2 Phi(-z_p / f)``, and the interval is the
-    method's own at the confidence whose normal score is ``f`` times the
-    asked one's, so for the rank method on continuous data the interval
-    excludes 0 exactly when ``p' <= 1 - confidence`` (Bauer's pairing kept).
-    An approximation for ranks (exact for means of a Gaussian AR(1)); a
-    block bootstrap over plan blocks would need more runs than a row has.
-    Below ``SERIAL_MIN_N`` runs per side the bias correction is unstable
-    (it divides by n - 4): the row is warned about, not widened.
-    Simulated, n = 20, one row: A/A `**` 0.045 at rho 0.5 (0.21 before),
-    0.017 at rho 0.8; power at +1%, CV 1%, independent runs, 0.72 (0.75).
+    Every row of at least ``serial.SERIAL_MIN_N`` runs per side is widened
+    (in part below ``serial.FULL_N``: ``serial.phase_in``) by the shrunk
+    AR(1) effective sample size of its paired run differences: no test
+    decides whether to widen, so the widening grows smoothly with the
+    evidence and the runs, and a correlation both sides share (cancelled by the
+    interleaved blocks) widens nothing.  The interval is the method's own at
+    the widened confidence (at most the range of all pairwise differences)
+    and p is widened by the same factor, so for the rank method on
+    continuous data the interval excludes 0 exactly when ``p' <= 1 -
+    confidence`` (Bauer's pairing kept).  The note is given where the
+    widening is at least ``NOTE_FACTOR`` (a smaller one moves no verdict
+    much, and independent rows reach it about one time in ten), or, below
+    the minimum runs, where the pooled lag-1 correlation is one-sided
+    significant at 10% (``serial.SERIAL_Z``).
     """
-    r1, z = lag1_autocorrelation([base, exp])
-    if z < SERIAL_Z:
-        return est, ()
-    n = (len(base) + len(exp)) / 2
-    if n < SERIAL_MIN_N:  # at 8 runs an r1 of 0.4 became rho 0.9 and a -71% change ns: say it, widen nothing
+    found = serial.estimate(base, exp)
+    if found is None:
+        r1, z = lag1_autocorrelation([base, exp])
+        n = (len(base) + len(exp)) / 2
+        if z < serial.SERIAL_Z:
+            return est, ()
         return est, (f"runs may be correlated in run order (lag-1 autocorrelation {r1:+.2f}, z {z:.1f}), but "
-                     f"{n:g} runs per side are too few to estimate it (at least {SERIAL_MIN_N}): not widened; "
-                     "run more to check",)
-    rho = min(0.9, max(0.0, (n * r1 + 1) / (n - 4) + RHO_MARGIN / math.sqrt(2 * n)))
-    factor = math.sqrt((1 + rho) / (1 - rho))
-    wider = 1 - 2 * float(special.ndtr(-factor * special.ndtri((1 + confidence) / 2)))
-    out = method.compare(base, exp, wider)
-    p = est.p
-    if p is not None and 0 < p < 1:
-        p = float(2 * special.ndtr(-special.ndtri(1 - p / 2) / factor))
-    note = (f"runs are correlated in run order (lag-1 autocorrelation {r1:+.2f}, z {z:.1f}): interval and p "
-            f"widened by {factor:.2f}x for AR(1) serial correlation (effective sample size)")
-    return replace(out, p=p), (note,)
+                     f"{n:g} runs per side are too few to estimate it (at least {serial.SERIAL_MIN_N}): not "
+                     "widened; run more to check",)
+    factor = serial.cap(found.factor, 1 - confidence, len(base), len(exp))
+    if factor <= 1.0:
+        return est, ()
+    out = method.compare(base, exp, 1 - serial.widen(1 - confidence, factor), step=est.step)
+    widened = replace(out, p=serial.widen_p(est.p, factor))
+    if factor < NOTE_FACTOR:
+        return widened, ()
+    n = min(len(base), len(exp))
+    part = "" if serial.phase_in(n) >= 1 else f", {serial.phase_in(n):.0%} of it at {n} runs per side"
+    return widened, (f"runs are correlated in run order (lag-1 autocorrelation {found.rho_hat:+.2f}, "
+                     f"{found.z:.1f} standard errors): interval and p widened by {factor:.2f}x "
+                     f"(AR(1) effective sample size{part})",)
 
 
 def grid_pair(est: Estimate, base: np.ndarray, exp: np.ndarray) -> Estimate:
@@ -146,12 +135,12 @@ def grid_pair(est: Estimate, base: np.ndarray, exp: np.ndarray) -> Estimate:
     tails = _u_tails(len(base), len(exp))
     if tails is None:
         return est
-    k0 = grid_rank(base, exp)
+    k0 = grid_rank(base, exp, est.step)
     top = int(np.searchsorted(tails, 0.5, side="right"))  # ranks with an interval at some confidence
     return replace(est, p=1.0 if k0 > top else min(1.0, 2 * float(tails[k0 - 1])))
 
 
-def grid_rank(base: np.ndarray, exp: np.ndarray) -> int:
+def grid_rank(base: np.ndarray, exp: np.ndarray, step: float) -> int:
     """The smallest rank k whose rounding-aware interval (``methods.AssumeNothing``) leaves out 0.
 
     The interval of rank k is ``[d_(k) - w, d_(nm+1-k) + w]`` when a side
@@ -161,15 +150,14 @@ def grid_rank(base: np.ndarray, exp: np.ndarray) -> int:
     d.  Its lower end is above 0 exactly when fewer than k differences are
     at most w (or the mixture's CDF at 0, F0, is below ``(k - 1/2)/nm``);
     the upper end likewise.  Computed on the scale the method uses (log
-    values unless a value lies within a step of 0).
+    values unless a value lies within a step of 0).  ``step`` is the grid the method used (``Estimate.step``).
     """
-    step = resolution(base, exp)
     log_scale = bool(np.all(base > 0) and np.all(exp > 0)) and min(base.min(), exp.min()) > step
     a, b = (np.log(base), np.log(exp)) if log_scale else (base, exp)
     d = np.subtract.outer(b, a).ravel()
     nm = len(d)
     h = _rounding_halfwidths(base, exp, step, log_scale)
-    if under_one_step(base) or under_one_step(exp):
+    if under_one_step(base, step) or under_one_step(exp, step):
         worst = float(h.max())
         k_lo = int(np.sum(d <= worst)) + 1
         k_hi = nm + 1 - int(np.sum(d < -worst))
@@ -218,7 +206,7 @@ def basis_note(est: Estimate, base: np.ndarray, exp: np.ndarray) -> tuple[str, .
 def verdict(est: Estimate, margin: float, q: float | None, alpha: float) -> Verdict:
     """``**``, ``flat`` or ``ns`` for one estimate (see the module docstring)."""
     if est.method == "exact":
-        return _exact_verdict(est, margin)
+        return exact_verdict(est, margin)
     if est.basis == ABSOLUTE:
         lo, hi = est.shift_lo, est.shift_hi
         if lo is None or hi is None or q is None:
@@ -233,7 +221,7 @@ def verdict(est: Estimate, margin: float, q: float | None, alpha: float) -> Verd
     return Verdict.NS
 
 
-def _exact_verdict(est: Estimate, margin: float) -> Verdict:
+def exact_verdict(est: Estimate, margin: float) -> Verdict:
     """The exact method's verdict: its interval (all pairwise ratios, or differences) against the margin.
 
     ``**`` when the whole interval lies beyond the margin, and, when values
@@ -241,8 +229,12 @@ def _exact_verdict(est: Estimate, margin: float) -> Verdict:
     tolerates within a side never makes a change on its own.  ``flat`` when
     it lies inside +-margin; ``ns`` otherwise.  With a baseline median of 0
     the interval is of differences in the metric's unit, and ``flat`` needs
-    it to be exactly 0.
+    it to be exactly 0.  A row with one run on a side is ``unchecked``: no
+    run showed that the counts repeat, so it is ``ns`` whatever its values.
+    The sequential design decides its exact rows by this same rule.
     """
+    if est.unchecked:
+        return Verdict.NS
     if est.basis == ABSOLUTE:
         lo, hi = est.shift_lo, est.shift_hi
         if lo is None or hi is None:

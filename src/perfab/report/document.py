@@ -25,7 +25,7 @@ from perfab.report.lines import clip
 from perfab.report.notes import FOLDED, KEY, MISSING, Note, diagnostic_rank, diagnostic_topic
 from perfab.report.numbers import fmt_pct, measured_rows, noise_range
 
-FORMAT_VERSION = 4  # the JSON report's format; raised when a field is added, changes meaning or goes away
+FORMAT_VERSION = 5  # the JSON report's format; raised when a field is added, changes meaning or goes away
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 A table's notes are of three sorts.  The key says how to read the marks
 (``**``, ``ns``, ``flat``) and which way is better for the rows that
 changed.  Some notes change what a verdict means: runs that failed or were
-excluded, rows not compared or not shown, and diagnostics that say a
+excluded, runs a row could not use, rows not compared or not shown, and diagnostics that say a
 verdict may be wrong or could not be reached (a trend in run order, two
 clusters, correlated runs, too few runs, a row with no spread that an
 exact count would decide, a ``**`` that vanishes or flips when the code is
@@ -29,8 +29,8 @@ MISSING = 10  # failed or excluded runs, rows not compared, rows not shown
 FOLDED = 99  # changes no verdict: folded into one line unless --verbose
 
 # Diagnostics that change what a row's verdict means, most severe first; any other kind is folded.
-VERDICT_KINDS = (Kind.NON_FINITE, Kind.METHOD_FALLBACK, Kind.TOO_FEW_RUNS, Kind.NO_SPREAD, Kind.LAYOUT_SENSITIVE,
-                 Kind.SEQUENTIAL, Kind.SERIAL, Kind.DRIFT, Kind.BIMODAL, Kind.METHOD)
+VERDICT_KINDS = (Kind.RUNS_USED, Kind.NON_FINITE, Kind.METHOD_FALLBACK, Kind.TOO_FEW_RUNS, Kind.NO_SPREAD,
+                 Kind.LAYOUT_SENSITIVE, Kind.SEQUENTIAL, Kind.SERIAL, Kind.DRIFT, Kind.BIMODAL, Kind.METHOD)
 TOPICS = {Kind.RESOLUTION: "grid", Kind.BASIS: "basis"}  # what the fold line calls a folded diagnostic
 SAME_KIND_SHOWN = 3  # warnings of one kind shown before the rest are counted
 

@@ -34,7 +34,13 @@ HISTORY = (
         "line, the built `.config`'s SHA-256 and a label), {} when the sides ran on this machine; `environment`'s "
         "`kernel.*` settings are the host's, which ran QEMU. Why: a report of kernel sides named only the host's "
         "kernel, so which kernels were compared was nowhere in it"),
-    (4, "two kinds of diagnostic: `layout_sensitive` on a `**` row whose verdict vanishes or changes sign in the "
+    (4, "the diagnostic kind `runs_used`: a side's runs whose reading of the metric was unusable (not a finite "
+        "number, missing from the workload's output) are left out of the row, which says how many it used; "
+        "`rows[].resolution` is the larger of the data's grid step and the metric's declared clock tick (rusage "
+        "user and system times), relative to the baseline; a side whose runs all read one value takes the "
+        "margin's resolution, not its printed digits. Why: runs were dropped from a row with no trace while the "
+        "header counted them, and a clock tick the values did not show let a row read `flat` it could not show"),
+    (5, "two kinds of diagnostic: `layout_sensitive` on a `**` row whose verdict vanishes or changes sign in the "
         "experiment's aligned pair (`layout_check = true`), `layout_check` in `warnings` with what the check "
         "found. Why: a verdict that depends on where functions and the stack happen to fall is not the change's, "
         "and a reader gating on `**` must be able to tell"),

@@ -61,11 +61,17 @@ def _with_usage(rec: RunRecord, before: dict | None, after: dict | None, workloa
     """The service's usage metrics over the run (``perfab.metrics.service_metrics``), per request too."""
     if rec.status != "ok" or before is None or after is None:
         return rec
-    got = service_metrics(before, after, rec.metrics.get(workload.service.requests_metric or ""))
+    requests = rec.metrics.get(workload.service.requests_metric or "")
+    got = service_metrics(before, after, requests)
+    unread = {m: "not read: the server's system calls (/proc/PID/io) could not be read in this run"
+              for m in _CALLS + (tuple(f"{c}_per_req" for c in _CALLS) if requests else ()) if m not in got}
     metrics = {**rec.metrics, **got}
-    meta = {**rec.meta, **{m: SERVICE[m] for m in got}}
-    sources = {**rec.sources, **{m: "service" for m in got}}
-    return replace(rec, metrics=metrics, meta=meta, sources=sources)
+    meta = {**rec.meta, **{m: SERVICE[m] for m in (*got, *unread)}}
+    sources = {**rec.sources, **{m: "service" for m in (*got, *unread)}}
+    return replace(rec, metrics=metrics, excluded={**rec.excluded, **unread}, meta=meta, sources=sources)
+
+
+_CALLS = ("service_reads", "service_writes")  # read from /proc/PID/io: absent when it could not be read, never 0
 
 
 def _with_server_counts(rec: RunRecord, counts: dict[str, float], workload: Workload) -> RunRecord:

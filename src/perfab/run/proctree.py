@@ -162,13 +162,18 @@ IO_FIELDS = ("syscr", "syscw")  # read and write system calls, from /proc/PID/io
 
 
 def io_counts(pids: list[int]) -> dict[str, int]:
-    """Read and write system calls made so far by the live processes ``pids`` (``/proc/PID/io``)."""
+    """Read and write system calls made so far by the live processes ``pids`` (``/proc/PID/io``).
+
+    {} when a live process's counts cannot be read (another user's process, a kernel without task I/O
+    accounting): a total missing one of them is no reading, and 0 would be taken for one."""
     total = dict.fromkeys(IO_FIELDS, 0)
     for pid in pids:
         try:
             lines = Path(f"/proc/{pid}/io").read_text().splitlines()
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # exited since the tree was listed: it counts nothing, as in ``cpu_times``
+        except OSError:
+            return {}
         for line in lines:
             key, _, value = line.partition(":")
             if key in total:

@@ -1,7 +1,13 @@
 """Turning one execution into a stored run: rusage, the backend's readings, the workload's output.
 
-Every value stored is finite: a reading of inf or nan fails the run with
-the reason, it never reaches the analysis.  Each sample keeps its source
+Every value stored is finite, and no reading is dropped without a reason:
+a reading of inf or nan (or one a backend could not take, given as None)
+is left out of that run's metric with the reason stored beside the run
+(``RunRecord.excluded``), and so is a metric the spec declares that the
+workload's output did not give in a run (a ``keyvalue`` line printing
+``nan`` is no ``name: number`` line).  The analysis then uses the other
+runs for that row and says how many (``perfab.analyse.compare``); the run
+itself, and its other metrics, stand.  Each sample keeps its source
 (rusage, backend, parser, service) so a workload printing ``self.x`` is
 never taken for a profile, and profile shares are stored apart.
 
@@ -21,7 +27,7 @@ from functools import lru_cache, partial
 from typing import Callable
 
 from perfab.errors import PerfabError
-from perfab.metrics import RUSAGE, RUSAGE_FIELDS, Metric, resolve
+from perfab.metrics import RUSAGE, RUSAGE_FIELDS, SERVICE, Metric, resolve
 from perfab.run.backends import Backend
 from perfab.run.execution import Execution
 from perfab.specfile import Workload
@@ -69,7 +75,11 @@ def record(ex: Execution, started: float, measurement, parse, backend: Backend, 
                 notes += (f"the workload printed {', '.join(clash)}, which perfab measures itself: its own "
                           "figure is kept",)
     if reason is None:
-        reason = _non_finite(metrics, profile)
+        unusable, profile, more = _unusable(metrics, profile)
+        excluded.update(unusable)
+        notes += more
+        if parse is not None:
+            excluded.update(_missing(workload, metrics, excluded, backend))
     transient = bool(reason) and measurement is not None and measurement.transient and reason == measurement.failure
     return RunRecord("failed" if reason else "ok", visible(reason) if reason else None, started, ex.wall_s, ex.user_s,
                      ex.sys_s, ex.max_rss_kb, ex.nvcsw, ex.nivcsw, ex.exit_code, ex.signal, ex.timed_out, ex.stdout,
@@ -123,11 +133,31 @@ def _rusage(ex: Execution, backend: Backend, measurement, override: dict | None)
     return {m: v for m, v in own.items() if v is not None}, excluded, ()
 
 
-def _non_finite(metrics: dict[str, float], profile: dict[str, float]) -> str | None:
-    for name, value in (*metrics.items(), *profile.items()):
-        if not isinstance(value, (int, float)) or not math.isfinite(value):
-            return f"metric {name!r} is not a finite number ({value!r}); the run's readings are unusable"
-    return None
+def _unusable(metrics: dict[str, float], profile: dict[str, float]) -> tuple[dict, dict, tuple[str, ...]]:
+    """Readings that are no finite number, taken out of ``metrics`` (in place) with their reasons; the profile
+    (left out whole when a share is not finite), and a note saying so."""
+    excluded = {}
+    for name in [m for m, v in metrics.items() if not _finite(v)]:
+        value = metrics.pop(name)
+        excluded[name] = ("not read: the backend could not take it" if value is None
+                          else f"not a finite number ({value!r})")
+    if all(_finite(v) for v in profile.values()):
+        return excluded, profile, ()
+    bad = next(s for s, v in profile.items() if not _finite(v))
+    return excluded, {}, (f"the profile was left out: symbol {bad!r} has a share that is not a finite number",)
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _missing(workload: Workload, metrics: dict, excluded: dict, backend: Backend) -> dict[str, str]:
+    """Metrics the spec declares that only the workload's output can give, missing from this run's output."""
+    others = backend.metric_info()
+    expected = [m.name for m in workload.metrics if m.name not in metrics and m.name not in excluded
+                and m.name not in RUSAGE and m.name not in SERVICE and m.name not in others
+                and not m.name.startswith(("service.", "interrupts."))]
+    return {name: "not in the workload's output in this run (no finite value printed for it)" for name in expected}
 
 
 def failure(ex: Execution, workload: Workload) -> str | None:

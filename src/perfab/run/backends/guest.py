@@ -357,10 +357,14 @@ class GuestSide(Declares):
             per_vcpu = json.loads((Path(scratch) / RESULT).read_text()).get("per_vcpu") or []
         except (OSError, ValueError):
             return got
-        counts = {f"service.instructions:{p}": float(sum(v.get(f"insns_{priv}", 0) for i, v in enumerate(per_vcpu)
-                                                         if i in cpus))
-                  for priv, p in (("user", "u"), ("kernel", "k"))}
-        return replace(got, service={**got.service, "counts": counts})
+        counts, excluded = {}, {}
+        for priv, p in (("user", "u"), ("kernel", "k")):
+            read = [v.get(f"insns_{priv}") for i, v in enumerate(per_vcpu) if i in cpus]
+            if len(read) == len(cpus) and all(isinstance(x, (int, float)) for x in read):
+                counts[f"service.instructions:{p}"] = float(sum(read))
+            else:  # a vCPU the server was pinned to has no count: no reading, never a 0
+                excluded[f"service.instructions:{p}"] = "not read: the guest gave no count for a vCPU the server ran on"
+        return replace(got, service={**got.service, "counts": counts}, excluded={**got.excluded, **excluded})
 
     def _counted(self, got: Measurement, scratch: Path, group: tuple[str, ...]) -> Measurement:
         """``got`` with the vPMU's counts the guest perf printed at the end of the launcher's stderr."""
