@@ -53,6 +53,7 @@ TAIL_LINES = 40
 HOST_ROOT_DEVICE = [  # this machine's / shared read-only over virtio-9p (root = "host"); the guest overlays a tmpfs
     "-fsdev", "local,id=perfabroot,path=/,security_model=none,readonly=on,multidevs=remap",
     "-device", f"virtio-9p-pci,fsdev=perfabroot,mount_tag={initramfs.HOST_ROOT_TAG}"]
+HITM_LINES = 200  # data lines the coherence model lists per window, most HITM first (as many as symbols named)
 QMP_SOCKET = "qmp.sock"  # in the boot's folder, when per-CPU bases are asked for
 WORKLOAD_START = b"perfab: workload start"  # the init's console line before the launcher runs
 
@@ -201,7 +202,7 @@ def _plugin_arg(opts: PluginOptions, out: Path, cache: Path) -> str:
     elif opts.coherence:
         parts.append(f"l1d={opts.l1d}")
     parts += ["branch=on"] if opts.branch else []
-    parts += ["coherence=on"] if opts.coherence else []
+    parts += ["coherence=on", f"lines={HITM_LINES}"] if opts.coherence else []
     return ",".join(parts)
 
 
