@@ -63,7 +63,7 @@ def test_plan_shows_each_sides_service_start(tmp_path):
     code, out, err = cli("plan", str(spec))
     assert code == 0, err
     starts = [line for line in out.splitlines() if "> start service" in line]
-    assert any(f"www/a" in line for line in starts) and any(f"www/b" in line for line in starts)
+    assert any("www/a" in line for line in starts) and any("www/b" in line for line in starts)
     assert out.count("< stop service") == len(starts)
 
 

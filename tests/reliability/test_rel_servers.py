@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import socket
 import sys
 import time
 from pathlib import Path
-
-import pytest
 
 from reliability_helpers import cli, runs_of, two_sides, write
 

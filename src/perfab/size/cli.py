@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-TYPE_CHECKING = False  # typing costs milliseconds of start-up; annotations are never evaluated
-if TYPE_CHECKING:
-    from typing import TextIO
 
 from perfab.errors import PerfabError
 from perfab.terminal import help_formatter
+
+TYPE_CHECKING = False  # typing costs milliseconds of start-up; annotations are never evaluated
+if TYPE_CHECKING:
+    from typing import TextIO
 
 DESCRIPTION = (
     "Symbol-level code-size diff of two ELF files. Prints bloat-o-meter's table, size(1)-like totals, "
