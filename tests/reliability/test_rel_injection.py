@@ -340,7 +340,8 @@ name = "b"
 
 [[workload]]
 name = "w"
-argv = ["sh", "-c", "echo 'ops: 1'; test {{variant}} = a || {{ printf '%s\\n' \\"$0\\" >&2; exit 9; }}", {toml_string(noise)}]
+argv = ["sh", "-c", "echo 'ops: 1'; test {{variant}} = a || {{ printf '%s\\n' \\"$0\\" >&2; exit 9; }}",
+        {toml_string(noise)}]
 parser = "keyvalue"
 """)
     db = tmp_path / "r.db"
