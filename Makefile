@@ -57,7 +57,8 @@ kernel-studies: $(STAMP) sysdeps kernel-deps native
 	$(VENV)/bin/perfab report kernel-tlb-shootdown --db $(KSTUDIES_DB) --format lkp
 	PERFAB_KERNEL_BUILDS=1 $(PY) -m pytest -q tests/kernel_build
 
-# System tools the measurement backends and tests rely on; installed only if absent.
+# System tools the measurement backends and tests rely on; installed only if absent.  kexec-tools is
+# installed without its boot-time loading (load_kexec false): a plain reboot stays a firmware reboot.
 sysdeps:
 	@missing=""; \
 	command -v perf >/dev/null 2>&1 || missing="$$missing linux-perf"; \
@@ -79,10 +80,12 @@ sysdeps:
 	command -v qemu-system-x86_64 >/dev/null 2>&1 || missing="$$missing qemu-system-x86"; \
 	dpkg -s busybox-static >/dev/null 2>&1 || missing="$$missing busybox-static"; \
 	ls /boot/vmlinuz-* >/dev/null 2>&1 || missing="$$missing linux-image-amd64"; \
+	dpkg -s kexec-tools >/dev/null 2>&1 || missing="$$missing kexec-tools"; \
 	{ command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } \
 		|| missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
+		echo "kexec-tools kexec-tools/load_kexec boolean false" | debconf-set-selections 2>/dev/null; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 

@@ -160,6 +160,12 @@ def _worker_args(wrk: argparse.ArgumentParser) -> None:
     wrk.add_argument("--until-idle", action="store_true", help="exit when no job is waiting")
 
 
+def _kexec_args(p: argparse.ArgumentParser) -> None:
+    from perfab.kexec.cli import add_args
+
+    add_args(p)
+
+
 def _size_args(size: argparse.ArgumentParser) -> None:
     size.add_argument("args", nargs=argparse.REMAINDER)
 
@@ -199,6 +205,8 @@ _SUBCOMMANDS = {  # name: (help line, what fills in its arguments), in `perfab -
     "submit": ("queue experiment specs for a class of lab machines (PostgreSQL --db)", _submit_args),
     "worker": ("on a lab machine: take queued experiments of its class and run them", _worker_args),
     "size": ("code-size diff of two ELF files, explained", _size_args),
+    "kexec": ("sides this machine kexecs into: start, resume after a boot, status, check, systemd unit",
+              _kexec_args),
 }
 
 
@@ -264,10 +272,21 @@ def cmd_run(args, stdout, stderr) -> int:
     exp = load_spec(args.spec)
     if args.html:
         _refuse_experiment_inputs(args.html, exp)
-    backend = make_backend(exp.measure)
+    if any(v.kernel is not None and v.kernel.boot == "kexec" for v in exp.variants):
+        from perfab.kexec.cli import start
+        from perfab.kexec.state import StateFile, state_dir
+
+        return start(args.spec, args.db, StateFile(state_dir()), "reboot", None, args.resume, args.new_session,
+                     stdout, stderr)
+    from perfab.run.aligned import openings, pair  # with layout_check, the aligned pair runs after the main one
+
     with open_store(args.db) as store, _progress(stderr) as progress, RealExecutor() as executor:
-        runner = Runner(exp, store, backend, executor, snapshot(), progress, say=lambda line: progress.log(line))
-        result = runner.run(side=args.side, resume=args.resume, new_session=args.new_session, takeover=args.takeover)
+        for one, resume in openings(store, pair(exp), args.resume):
+            runner = Runner(one, store, make_backend(one.measure), executor, snapshot(), progress,
+                            say=lambda line: progress.log(line))
+            result = runner.run(side=args.side, resume=resume, new_session=args.new_session, takeover=args.takeover)
+            if result.status != "finished":
+                break
         if result.status == "interrupted":
             print(f"perfab: interrupted after {result.runs_done} runs; stored. Continue with "
                   f"`{_resume_command(args)}`", file=stderr)
@@ -393,6 +412,11 @@ def cmd_plan(args, stdout, stderr) -> int:
         print(f"sequential: blocks after the first {exp.sequential.min_runs} runs per side run only while rows "
               f"are undecided (at most {exp.sequential.max_runs} per side)", file=stdout)
     for line in schedule_lines(exp, schedule.possible(), groups, sources):
+        print(line, file=stdout)
+    from perfab.kexec.boots import plan_lines as kexec_lines
+    from perfab.run.aligned import plan_lines as aligned_lines
+
+    for line in [*kexec_lines(exp, schedule.runs()), *aligned_lines(exp, sides)]:
         print(line, file=stdout)
     for line in _plan_warnings(exp, backend):  # once the plan stands: a refused spec prints only its refusal
         print(f"perfab: warning: {line}", file=stderr)
@@ -538,6 +562,12 @@ def cmd_screen(args, stdout, stderr) -> int:
     return 0
 
 
+def cmd_kexec(args, stdout, stderr) -> int:
+    from perfab.kexec.cli import cmd_kexec as kexec
+
+    return kexec(args, stdout, stderr)
+
+
 def cmd_submit(args, stdout, stderr) -> int:
     from perfab.fleet.app import submit
 
@@ -564,6 +594,7 @@ COMMANDS: dict[str, Callable] = {
     "counters": cmd_counters, "screen": cmd_screen, "submit": cmd_submit, "worker": cmd_worker,
 }
 COMMANDS["history"] = cmd_history
+COMMANDS["kexec"] = cmd_kexec
 COMMANDS["parse"] = cmd_parse
 
 

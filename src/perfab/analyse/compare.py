@@ -74,7 +74,15 @@ def analyse(store: Store, name: str | None = None, alpha: float | None = None, c
                          "(perfab run SPEC)")
     last = data.sessions[-1]
     spec = parse_spec(last.spec_text, last.spec_path or "<stored spec>")
-    return compare(data, spec, alpha, confidence, method, show_all)
+    analysis = compare(data, spec, alpha, confidence, method, show_all)
+    if spec.layout_check:  # the aligned pair's verdicts mark the rows whose `**` depends on the layout
+        from perfab.analyse.layoutcheck import attach
+        from perfab.run.aligned import SUFFIX
+
+        name = data.experiment + SUFFIX
+        aligned = analyse(store, name, alpha, confidence, method, show_all) if name in store.experiments() else None
+        analysis = attach(analysis, aligned, name)
+    return analysis
 
 
 def compare(data: Dataset, spec: Experiment, alpha: float | None = None, confidence: float | None = None,

@@ -41,6 +41,8 @@ class Kind(StrEnum):
     POOLED = "pooled"
     SEQUENTIAL_ORDER = "sequential_order"
     FAILED_RUNS = "failed_runs"
+    LAYOUT_SENSITIVE = "layout_sensitive"
+    LAYOUT_CHECK = "layout_check"
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,15 @@ DATA: dict[Kind, Shape] = {
         Key("workload", str, "the workload"),
         _SIDE,
         Key("runs", int, "its failed measured runs"))),
+    Kind.LAYOUT_SENSITIVE: Shape("a `**` row that vanishes or changes sign in the layout check's aligned pair", (
+        Key("experiment", str, "the aligned pair's experiment (NAME+align64)"),
+        Key("aligned_verdict", str, "the row's verdict in the aligned pair"),
+        Key("aligned_delta", float | None, "the row's change there, a fraction (null where no ratio exists)"),
+        Key("delta", float | None, "the row's change here, a fraction (null where no ratio exists)"))),
+    Kind.LAYOUT_CHECK: Shape("what the layout check found over the `**` rows, or that it has not run", (
+        Key("experiment", str, "the aligned pair's experiment (NAME+align64)"),
+        Key("checked", int, "`**` rows compared with the aligned pair"),
+        Key("sensitive", int, "of which layout-sensitive"))),
 }
 
 

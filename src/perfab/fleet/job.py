@@ -16,7 +16,9 @@ worker decides (``route``) what the job is to this machine:
   retry strategy ``Moves``), to be resumed there.
 
 An experiment finished by another machine is not run here at all: the
-job fails with a line saying to submit it under another name.
+job fails with a line saying to submit it under another name.  An
+experiment whose sides kexec goes on across this machine's reboots
+(``perfab.fleet.kexecjob``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Callable
 
 from perfab.errors import PerfabError, UsageError
 from perfab.fleet.machines import CLASS_KEY, MACHINE_KEY, SUBMISSION_KEY
-from perfab.fleet.queues import RESUME_PRIORITY, class_of, machine_queue
+from perfab.fleet.queues import RESUME_PRIORITY, BelongsElsewhere, class_of, machine_queue
 
 
 @dataclass(frozen=True)
@@ -46,14 +48,6 @@ class Route:
     kind: str  # new | resume | done | elsewhere
     machine: str | None = None  # for elsewhere: the machine whose session it is
     session: int | None = None  # for resume and done: the session
-
-
-class BelongsElsewhere(Exception):
-    """The experiment's unfinished session is another machine's: the job moves to that machine's queue."""
-
-    def __init__(self, machine: str):
-        super().__init__(f"its unfinished session belongs to machine {machine}")
-        self.machine = machine
 
 
 class JobFailed(Exception):
@@ -95,6 +89,8 @@ def run_experiment(ctx: Context, spec_text: str, spec_path: str, experiment: str
             result = _run(ctx, store, spec_text, spec_path, submission, resume=where.kind == "resume")
     except PerfabError as e:
         raise JobFailed(f"{experiment}: {e}") from None
+    if isinstance(result, str):  # a kexec session's step
+        return result
     return f"{experiment}: session {result.session} {result.status} ({result.runs_done} runs here)"
 
 
@@ -107,6 +103,10 @@ def _run(ctx: Context, store, spec_text: str, spec_path: str, submission: str, r
 
     exp = parse_spec(spec_text, spec_path)
     environment = {**snapshot(), MACHINE_KEY: ctx.machine, CLASS_KEY: ctx.machine_class, SUBMISSION_KEY: submission}
+    from perfab.fleet.kexecjob import kexec_sides, run_kexec
+
+    if kexec_sides(exp):  # the sides are kernels: the session goes on across this machine's reboots
+        return run_kexec(ctx, store, exp, resume, environment)
     with RealExecutor() as executor:
         runner = Runner(exp, store, make_backend(exp.measure), executor, environment, say=ctx.say)
         return runner.run(resume=resume, new_session=not resume, takeover=resume)
@@ -123,8 +123,12 @@ class Moves:
     def get_retry_exception(self, exception: BaseException, job):
         from procrastinate import RetryDecision, exceptions
 
+        from perfab.fleet.kexecjob import REBOOT_S, Rebooting
+
         machine_class = class_of(job.queue)
         if not isinstance(exception, BelongsElsewhere) or machine_class is None:
             return None
-        decision = RetryDecision(queue=machine_queue(machine_class, exception.machine), priority=RESUME_PRIORITY)
+        later = {"retry_in": {"seconds": REBOOT_S}} if isinstance(exception, Rebooting) else {}
+        decision = RetryDecision(queue=machine_queue(machine_class, exception.machine), priority=RESUME_PRIORITY,
+                                 **later)
         return exceptions.JobRetry(retry_decision=decision)

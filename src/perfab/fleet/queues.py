@@ -5,7 +5,8 @@
 it began and must finish: its runs are that machine's).  Jobs of one
 experiment carry the lock ``perfab/experiment/NAME``, so they never run
 at the same time, and the same string as queueing lock, so an experiment
-waits in the queue at most once.
+waits in the queue at most once.  A job that belongs to another machine's
+queue says so by raising ``BelongsElsewhere``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,14 @@ TASK = "perfab.run_experiment"  # the task every job runs (perfab.fleet.job)
 PREFIX = "perfab"
 RESUME_PRIORITY = 10  # a machine finishes what it began before it takes new work (default priority 0)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+class BelongsElsewhere(Exception):
+    """The experiment's unfinished session is another machine's: the job moves to that machine's queue."""
+
+    def __init__(self, machine: str):
+        super().__init__(f"its unfinished session belongs to machine {machine}")
+        self.machine = machine
 
 
 def check_name(what: str, name: str) -> str:

@@ -134,6 +134,11 @@ def direct_image(kernel: str, cache: Path) -> str:
     return str(target) if blob else kernel
 
 
+def vmlinux_of(data: bytes) -> bytes | None:
+    """The ELF vmlinux inside a bzImage (xz or gzip payload), ``data`` itself when it is an ELF; else None."""
+    return data if data[:4] == b"\x7fELF" else _decompress_payload(data)
+
+
 def _decompress_payload(data: bytes) -> bytes | None:
     for magic, open_ in ((b"\xfd7zXZ\x00", lambda b: lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(b)),
                          (b"\x1f\x8b\x08", lambda b: gzip.GzipFile(fileobj=io.BytesIO(b)).read())):

@@ -73,7 +73,7 @@ def check_sides(exp: Experiment, variants: tuple[Variant, ...], measure: Measure
 def _check_size(variants: tuple[Variant, ...], measure: Measure) -> None:
     """``measure.size`` diffs built vmlinux files: a prebuilt image has none beside it."""
     prebuilt = [v.name for v in variants if v.kernel is not None and v.kernel.image is not None]
-    if measure.options.get("size") and prebuilt:
+    if measure.size and prebuilt:
         raise UsageError(f"measure.size diffs the vmlinux of kernels built from source, but side {prebuilt[0]!r} "
                          "boots a prebuilt image; build it from source (variant.kernel.base) or run perfab size on "
                          "the two vmlinux by hand")

@@ -25,7 +25,7 @@ from perfab.report.lines import clip
 from perfab.report.notes import FOLDED, KEY, MISSING, Note, diagnostic_rank, diagnostic_topic
 from perfab.report.numbers import fmt_pct, measured_rows, noise_range
 
-FORMAT_VERSION = 4  # the JSON report's format; raised when a field is added, changes meaning or goes away
+FORMAT_VERSION = 5  # the JSON report's format; raised when a field is added, changes meaning or goes away
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,8 @@ def setup_lines(a: Analysis) -> list[str]:
         lines.append(f"  stopping : runs = \"auto\", {seq.min_runs}..{seq.max_runs} per side; {why}")
     lines.append(f"  counted  : {counted(a)}")
     lines += [f"  kernel   : {side} = {kernel_line(k)}" for side, k in kernels.items()]
+    if a.environment.get("kexec.boots"):  # sides this machine kexec'd into: the kernels in the order they ran
+        lines.append(f"  kernels  : {kexec_order(a.environment['kexec.boots'])}")
     for variant, src in a.sources.items():
         if src.get("commit"):
             subject = f' ("{src["subject"]}")' if src.get("subject") else ""
@@ -145,6 +147,16 @@ def booted_kernels(a: Analysis) -> dict[str, dict]:
     """Side -> the kernel its guests booted (``KernelImage.identity``, stored with the session), in side order."""
     found = {side: (a.sources.get(side) or {}).get("kernel") for side in (a.baseline, *a.variants)}
     return {side: k for side, k in found.items() if isinstance(k, dict)}
+
+
+def kexec_order(stored: str) -> str:
+    """A kexec session's stored ``kexec.boots`` (``1:a:confirmed 2:b:failed``, written by ``perfab.kexec.driver``)
+    as SETUP shows it: ``a -> b (boot 2 failed) (a kexec per boot)``."""
+    parts = []
+    for item in stored.split():
+        number, side, outcome = (item.split(":") + ["", ""])[:3]
+        parts.append(side if outcome == "confirmed" else f"{side} (boot {number} {outcome})")
+    return " -> ".join(parts) + " (a kexec per boot)"
 
 
 def kernel_line(k: dict) -> str:

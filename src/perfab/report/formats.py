@@ -9,7 +9,8 @@ column each in CSV.  The JSON carries its ``format_version``; every field
 is documented in ``docs/report-json.md`` (``perfab.report.schema``).
 JSON gives a verdict as its ``Verdict`` value (a check row's failed runs
 in ``invalid_runs``) and each diagnostic as ``{kind, text, data}``; CSV
-keeps the printed mark (``INVALID (2 runs)``) and carries no diagnostics.
+keeps the printed mark (``INVALID (2 runs)``) and carries no diagnostics
+but the layout check's mark, a ``layout`` column (``layout-sensitive``).
 Text from workloads and specs is escaped: markdown cells cannot break the
 table, CSV cells cannot become spreadsheet formulas.
 """
@@ -155,7 +156,7 @@ def _num(x: float | None):
 
 CSV_FIELDS = ["workload", "metric", "label", "variant", "source", "unit", "higher_is_better", "verdict", "method",
               "basis", "median_base", "median_exp", "delta", "ci_lo", "ci_hi", "shift", "shift_lo", "shift_hi", "p",
-              "q", "n_base", "n_exp", "cv_base", "cv_exp", "mde", "resolution"]
+              "q", "n_base", "n_exp", "cv_base", "cv_exp", "mde", "resolution", "layout"]
 
 
 def render_csv(doc: Report) -> str:
@@ -167,9 +168,16 @@ def render_csv(doc: Report) -> str:
     w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
     for r in a.rows:
-        row = {**_row_dict(r), "verdict": mark(r), **dict(r.params)}
+        row = {**_row_dict(r), "verdict": mark(r), **dict(r.params), "layout": _layout(r)}
         w.writerow({k: _cell(v) for k, v in row.items() if k in fields})
     return buf.getvalue()
+
+
+def _layout(r: Row) -> str:
+    """The layout check's mark of a row: ``layout-sensitive``, else empty."""
+    from perfab.analyse.layoutcheck import sensitive
+
+    return "layout-sensitive" if sensitive(r) else ""
 
 
 _NUMBER = re.compile(r"[-+]?((\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?|inf)")  # "-inf": an unbounded interval end

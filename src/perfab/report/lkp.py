@@ -12,7 +12,8 @@ deviation as a percentage of that mean (left out below 1%, as the robot
 does); ``%change`` is the change of the means.  A kernel engineer can lay
 perfab's table beside the robot's.  perfab's own verdict, which is not the
 robot's (the robot has none: it reports a change above its threshold),
-closes each line in brackets; the text report says how it was reached.
+closes each line in brackets, with ``layout-sensitive`` after a ``**`` the
+layout check did not confirm; the text report says how it was reached.
 Metrics are named ``workload.metric`` and a sweep point follows the name.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from perfab.analyse.layoutcheck import sensitive
 from perfab.analyse.model import Row
 from perfab.report.document import Report, mark
 
@@ -42,7 +44,7 @@ def render_lkp(doc: Report) -> str:
         for variant in a.variants:
             row = next((r for r in rows if r.variant == variant), None)
             line += f"  {_change(row):>9}  {_figure(row.exp_values) if row else '':>16}"
-        marks = " ".join(mark(r) for r in rows)
+        marks = " ".join(mark(r) + (" layout-sensitive" if sensitive(r) else "") for r in rows)
         out.append(f"{line}  {key}  [{marks}]")
     return "\n".join(out) + "\n"
 

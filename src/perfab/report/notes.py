@@ -6,7 +6,8 @@ changed.  Some notes change what a verdict means: runs that failed or were
 excluded, runs a row could not use, rows not compared or not shown, and diagnostics that say a
 verdict may be wrong or could not be reached (a trend in run order, two
 clusters, correlated runs, too few runs, a row with no spread that an
-exact count would decide).  The rest explain: which tests ran, how Delta
+exact count would decide, a ``**`` that vanishes or flips when the code is
+laid out differently).  The rest explain: which tests ran, how Delta
 is formed, the detectable effect, a grid coarser than the margin.
 
 The plain-text report shows the key and the notes that change a verdict,
@@ -29,7 +30,7 @@ FOLDED = 99  # changes no verdict: folded into one line unless --verbose
 
 # Diagnostics that change what a row's verdict means, most severe first; any other kind is folded.
 VERDICT_KINDS = (Kind.RUNS_USED, Kind.NON_FINITE, Kind.METHOD_FALLBACK, Kind.TOO_FEW_RUNS, Kind.NO_SPREAD,
-                 Kind.SEQUENTIAL, Kind.SERIAL, Kind.DRIFT, Kind.BIMODAL, Kind.METHOD)
+                 Kind.LAYOUT_SENSITIVE, Kind.SEQUENTIAL, Kind.SERIAL, Kind.DRIFT, Kind.BIMODAL, Kind.METHOD)
 TOPICS = {Kind.RESOLUTION: "grid", Kind.BASIS: "basis"}  # what the fold line calls a folded diagnostic
 SAME_KIND_SHOWN = 3  # warnings of one kind shown before the rest are counted
 

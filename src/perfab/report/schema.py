@@ -40,6 +40,10 @@ HISTORY = (
         "user and system times), relative to the baseline; a side whose runs all read one value takes the "
         "margin's resolution, not its printed digits. Why: runs were dropped from a row with no trace while the "
         "header counted them, and a clock tick the values did not show let a row read `flat` it could not show"),
+    (5, "two kinds of diagnostic: `layout_sensitive` on a `**` row whose verdict vanishes or changes sign in the "
+        "experiment's aligned pair (`layout_check = true`), `layout_check` in `warnings` with what the check "
+        "found. Why: a verdict that depends on where functions and the stack happen to fall is not the change's, "
+        "and a reader gating on `**` must be able to tell"),
 )
 
 _NUM = {"anyOf": [{"type": ["number", "null"]}, {"enum": ["inf", "-inf"]}]}  # _num: null for nan, strings for inf
@@ -69,6 +73,8 @@ def _key(key: Key) -> dict:
     """A diagnostic data key as a schema: its type (null allowed where the type says ``| None``) and meaning."""
     if isinstance(key.type_, UnionType):
         (inner,) = [t for t in key.type_.__args__ if t is not type(None)]
+        if inner is float:  # a number is null already where it is not one
+            return {**_NUM, "description": key.meaning}
         return {"type": [_JSON_TYPES[inner]["type"], "null"], "description": key.meaning}
     return {**_JSON_TYPES[key.type_], "description": key.meaning}
 

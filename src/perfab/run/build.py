@@ -120,7 +120,8 @@ def _resolve(exp: Experiment, variants: list[Variant], cache: Path) -> dict[str,
 
 def _expand(exp: Experiment, v: Variant, src: Path, build_dir: Path) -> tuple[str, ...]:
     """The side's build command with ``{src}`` and ``{build}`` (and the other placeholders) filled in."""
-    values = {"variant": v.name, "experiment": exp.name, "src": str(src), "build": str(build_dir), **v.vars}
+    values = {"variant": v.name, "experiment": exp.name, "src": str(src), "build": str(build_dir),
+              "layout_cflags": "", **v.vars}  # the aligned pair of a layout check sets layout_cflags (run.aligned)
     return tuple(expand(a, values, f"variant {v.name!r} build") for a in build_command(exp, v))
 
 

@@ -9,12 +9,16 @@ al., "Producing wrong data without doing anything obviously wrong!",
 ASPLOS 2009).  ``pad_env`` gives each run the environment variable
 ``PERFAB_LAYOUT_PAD`` sized so that every side's workload starts with the
 same number of string bytes at each sweep point; the session records that
-it did so (``environment["layout"]``).
+it did so (``environment["layout"]``).  With ``layout = "random"`` each run
+also gets ``random_extra`` more bytes, drawn per run from the experiment's
+seed: the stack then starts at a different offset in every run, alike on
+every side, and a verdict holds over layouts instead of at one.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import shutil
 from typing import Callable
 
@@ -24,6 +28,22 @@ from perfab.specfile import Variant, Workload, expand
 PAD_VAR = "PERFAB_LAYOUT_PAD"
 HEADROOM = 64  # bytes of padding the longest side still gets: the variable is always there, at one offset
 LAYOUT = f"argv, environment and program path padded to equal bytes on every side ({PAD_VAR})"
+RANDOM_MAX = 4095  # most extra bytes a run gets with layout = "random": the stack's offset within a page
+
+
+def describe(layout: str) -> str:
+    """What the session's environment records of its padding."""
+    return LAYOUT if layout != "random" else f"{LAYOUT}, plus 0..{RANDOM_MAX} random bytes per run"
+
+
+def random_extra(seed: int, seq: int) -> int:
+    """The extra bytes of run ``seq`` with layout = "random": uniform on 0..RANDOM_MAX, the same draw on resume."""
+    return random.Random(f"perfab-layout:{seed}:{seq}").randrange(RANDOM_MAX + 1)
+
+
+def with_extra(env: dict[str, str], extra: int) -> dict[str, str]:
+    """``env`` with ``extra`` more bytes of padding."""
+    return {**env, PAD_VAR: env.get(PAD_VAR, "") + "." * extra}
 
 
 def string_bytes(argv: list[str], env: dict[str, str], cwd: str | None) -> int:

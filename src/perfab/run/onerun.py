@@ -8,7 +8,8 @@ workload's parser its output, and a profile recorder its samples when the
 spec asks for them.  The command, working directory and padded environment
 are the same for every run of a cell (side, workload, sweep point): they are
 worked out at its first run (``_Cell``), so a run pays for little beyond its
-execution and its record.
+execution and its record.  With ``layout = "random"`` (a layout check's
+aligned pair) each run adds its own random padding to that environment.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from perfab.run.around import Around
 from perfab.run.backends import Backend
 from perfab.run.context import SideContext
 from perfab.run.executor import Executor
-from perfab.run.layout import Padding
+from perfab.run.layout import Padding, random_extra, with_extra
 from perfab.run.readings import record, rusage_readings
 from perfab.run.sides import Sides
 from perfab.run.trampoline import read_rusage, rusage_shim
@@ -90,8 +91,8 @@ class OneRun:
         writes = backend.wraps_workload or backend.stderr_file or cell.shim or self.recorder or counter
         try:
             inner = self.recorder.wrap(cell.argv, scratch) if self.recorder else cell.argv
-            ex = self.executor.execute(backend.wrap(inner, scratch, group), cell.env, cell.cwd, workload.timeout_s,
-                                       self.exp.stdout_cap_bytes, self.cpus)
+            ex = self.executor.execute(backend.wrap(inner, scratch, group), self._env(cell, planned), cell.cwd,
+                                       workload.timeout_s, self.exp.stdout_cap_bytes, self.cpus)
             self.window = ex.window
             measurement = self._measurement(backend, ex, scratch, group)
             own_rusage = _shim_rusage(scratch / "rusage") if cell.shim else None
@@ -102,6 +103,13 @@ class OneRun:
                 self._scratch = None
         return around.finish(record(ex, started, measurement, parse, backend, workload, own_rusage), backend,
                              measurement)
+
+    def _env(self, cell: _Cell, planned: PlannedRun) -> dict[str, str]:
+        """The cell's padded environment, plus a random draw per run with layout = "random" (``perfab.run.layout``):
+        the stack starts at a different offset in every run."""
+        if self.exp.layout != "random":
+            return cell.env
+        return with_extra(cell.env, random_extra(self.exp.seed, planned.seq))
 
     def _scratch_dir(self, root: Path) -> Path:
         """``root / "run"``, created when it does not exist; a new root (session) forgets the cells."""

@@ -35,13 +35,13 @@ from pathlib import Path
 from typing import Callable
 
 from perfab import scratch
-from perfab.errors import PerfabError
+from perfab.errors import PerfabError, UsageError
 from perfab.machine.busy import BusyMeter
 from perfab.plan import PlannedRun
 from perfab.run.backends import Backend
 from perfab.run.context import SideContext
 from perfab.run.executor import Executor
-from perfab.run.layout import LAYOUT
+from perfab.run.layout import describe as describe_layout
 from perfab.run.onerun import OneRun
 from perfab.run.preflight import pinned_cpus
 from perfab.run.readings import interrupted
@@ -121,7 +121,7 @@ class Runner:
                  environment: dict[str, str] | None = None, progress: Callable[[int, int, str], None] | None = None,
                  say: Callable[[str], None] = lambda line: None, stopping: Callable | None = None):
         self.exp, self.store, self.backend, self.executor = exp, store, backend, executor
-        self.environment = {**(environment or {}), "layout": LAYOUT}  # stored with a new session
+        self.environment = {**(environment or {}), "layout": describe_layout(exp.layout)}  # stored with a new session
         self.progress = progress or (lambda done, total, label: None)
         self.say = say
         self.stopping = stopping or analysis_stopping  # (store, exp) -> the decision at a look
@@ -134,11 +134,17 @@ class Runner:
     def run(self, side: str | None = None, resume: bool = False, new_session: bool = False,
             takeover: bool = False) -> SessionResult:
         """Open a new session, or the unfinished one with ``resume``, and execute its schedule."""
+        if any(v.kernel is not None and v.kernel.boot == "kexec" for v in self.exp.variants):
+            raise UsageError(f"{self.exp.path}: its sides are kernels this machine kexecs into; run it with `perfab "
+                             "run` or `perfab kexec start` (perfab.kexec), which switch kernels between the sides")
         opener = Opener(self.backend, self.sides, self.environment, self.real, self.say)
         return self.execute(open_session(self.exp, self.store, opener, Opening(side, resume, new_session, takeover)))
 
-    def execute(self, opened: OpenSession) -> SessionResult:
-        """Execute an open session's schedule; record how it ended and release it, however it ends."""
+    def execute(self, opened: OpenSession, pause: str | None = None) -> SessionResult:
+        """Execute an open session's schedule; record how it ended and release it, however it ends.
+
+        ``pause``: the schedule is a part of the session (a kexec session's boot): when it finishes, the
+        session is stored with this status instead of ``finished``, to be resumed."""
         walk = _Walk(self, opened, _failure_limit(self.exp, opened.schedule))
         status, stop_reason = "aborted", None  # unless the walk says otherwise; an exception leaves it resumable
         scratch.sweep()  # folders of killed runners and guest launchers (their QEMU stopped first)
@@ -150,7 +156,8 @@ class Runner:
                     status = "interrupted"
         finally:
             shutil.rmtree(scratch_root, ignore_errors=True)
-            self._finish(opened, status, stop_reason if status == "finished" else None)
+            stored = pause if pause is not None and status == "finished" else status
+            self._finish(opened, stored, stop_reason if status == "finished" else None)
         if status == "aborted":
             raise PerfabError(walk.why_aborted())
         return SessionResult(opened.id, status, walk.done, walk.failed, opened.side)

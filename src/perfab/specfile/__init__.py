@@ -86,6 +86,9 @@ class Kernel:
     base: str  # tinyconfig | defconfig | path of a .config
     config: tuple[tuple[str, str], ...]  # options set on top of the base, e.g. (("PARAVIRT_SPINLOCKS", "n"),)
     patches: tuple[str, ...]  # patch files applied to a private copy of the source
+    boot: str  # qemu: a guest boots it per run | kexec: this machine kexecs into it per block of runs
+    initrd: str | None  # boot = "kexec": initramfs loaded with the image; None: initrd.img-VERSION beside it
+    boot_timeout_s: float  # boot = "kexec": seconds the kernel has to boot before the side fails
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,8 @@ class Measure:
     cache_sim: bool  # guest backend: simulate L1i/L1d/LL in the TCG plugin
     root: str  # guest backend: what the guest runs from: "initramfs" (files copied in) or "host" (this machine's /)
     coherence: bool  # guest backend: private L1d per vCPU with MESI in the TCG plugin (HITM, invalidations)
+    guest_counters: tuple[str, ...]  # guest backend under KVM: perf events counted inside the guest (vPMU)
+    size: bool  # guest backend, built kernels: each side's vmlinux diffed against the baseline's (perfab size)
     options: dict[str, Any]  # keys a backend declares (its measure_keys) that have no field here
 
 
@@ -170,6 +175,8 @@ class Experiment:
     repo: str | None  # the git repository variant.git refs name; None: the one holding the spec
     build_timeout_s: float  # a build taking longer fails
     sequential: Sequential | None  # runs = "auto": look after every block, stop when decided
+    layout: str  # equal: argv/environment padded alike on every side | random: plus 0..4095 bytes per run
+    layout_check: bool  # also run the pair with functions aligned to 64 bytes, as experiment NAME+align64
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:

@@ -206,14 +206,18 @@ def plan_size(exp: Experiment, at: At) -> None:
 
 
 def kernel_sides(exp: Experiment, at: At) -> None:
-    """Kernel sides go with the guest backend, every side boots one, and none is external."""
+    """Kernel sides go with the guest backend, every side boots one, and none is external; sides that this
+    machine kexecs into (boot = "kexec") go with a host backend instead (``kexec_sides``)."""
+    if any(v.kernel is not None and v.kernel.boot == "kexec" for v in exp.variants):
+        return kexec_sides(exp, at)
     kernels = [v.kernel is not None for v in exp.variants]
     guest = _backends().declared(exp.measure.backend).boots_kernels
     where = At(at.path, "measure.backend")
     if any(kernels) and not guest:
         booter = next(b.name for b in _backends().BACKENDS.values() if b.boots_kernels)
         raise where.fail("sides with a [variant.kernel] boot a guest for each run",
-                         f'set [measure] backend = "{booter}"')
+                         f'set [measure] backend = "{booter}", or boot = "kexec" in each [variant.kernel] to run '
+                         "them on this machine")
     if guest and not all(kernels):
         side = exp.variants[kernels.index(False)].name
         raise where.fail(f'"{exp.measure.backend}" boots each side\'s kernel, and side {side!r} names none',
@@ -221,6 +225,51 @@ def kernel_sides(exp: Experiment, at: At) -> None:
     if guest and exp.variants[0].external:
         raise At(at.path, "variant.external").fail("a kernel side is booted by perfab, not by the machine",
                                                    "remove external (and detect) from the kernel sides")
+    for v in exp.variants:
+        if v.kernel is not None and (v.kernel.initrd is not None or v.kernel.boot_timeout_s != 300.0):
+            name = "initrd" if v.kernel.initrd is not None else "boot_timeout"
+            raise At(at.path, f"variant.kernel.{name}").fail(f'side {v.name!r}: is read only with boot = "kexec"',
+                                                             'remove it, or set boot = "kexec"')
+
+
+def kexec_sides(exp: Experiment, at: At) -> None:
+    """Sides this machine kexecs into: every side one, a host backend, a plan fixed before the first boot."""
+    where = At(at.path, "variant.kernel.boot")
+    for v in exp.variants:
+        if v.kernel is None or v.kernel.boot != "kexec":
+            raise where.fail(f"side {v.name!r} does not kexec while another side does",
+                             'give every side a [variant.kernel] with boot = "kexec"')
+    if _backends().declared(exp.measure.backend).boots_kernels:
+        host = ", ".join(b.name for b in _backends().BACKENDS.values() if not b.boots_kernels)
+        raise At(at.path, "measure.backend").fail(f'"{exp.measure.backend}" boots guests, and boot = "kexec" runs '
+                                                  "each side on this machine", f"use a host backend ({host})")
+    if exp.variants[0].external:
+        raise At(at.path, "variant.external").fail('perfab switches kexec sides itself (boot = "kexec")',
+                                                   "remove external (and detect)")
+    if exp.sequential is not None:
+        raise At(at.path, "experiment.runs").fail('a kexec session plans its boots before the first one',
+                                                  "give runs a number of runs per side")
+    if exp.layout_check:
+        raise At(at.path, "experiment.layout_check").fail('is not run with boot = "kexec"',
+                                                          "run the aligned kernels as an experiment of their own")
+
+
+def layout_checked(exp: Experiment, at: At) -> None:
+    """``layout_check`` rebuilds every side with functions aligned: each side must be one perfab builds."""
+    if not exp.layout_check:
+        return
+    where = At(at.path, "experiment.layout_check")
+    for v in exp.variants:
+        if v.kernel is not None:
+            if v.kernel.image is not None:
+                raise where.fail(f"side {v.name!r} boots a prebuilt image, which cannot be rebuilt with aligned "
+                                 "functions", "build its kernel from source (remove image), or remove layout_check")
+            continue
+        build = " ".join(v.build or exp.build)
+        if "{layout_cflags}" not in build:
+            raise where.fail(f"side {v.name!r} is not built with {{layout_cflags}}",
+                             "pass it to the compiler in the build command (e.g. CFLAGS=\"-O2 {layout_cflags}\"), "
+                             "or remove layout_check")
 
 
 def no_shadowed_params(exp: Experiment, at: At) -> None:
@@ -289,4 +338,4 @@ AFTER: dict[str, tuple[Callable[[dict, dict, At], None], ...]] = {
     "workload.service": (cpus_with_counters,),
 }
 ACROSS: tuple[Callable[[Experiment, At], None], ...] = (
-    sides_alike, plan_size, kernel_sides, no_shadowed_params, service_counters, service_in_guest)
+    sides_alike, plan_size, kernel_sides, layout_checked, no_shadowed_params, service_counters, service_in_guest)

@@ -24,6 +24,8 @@ ORDERS = ("interleaved", "alternate", "sequential", "random")
 ACCELS = ("auto", "tcg", "kvm")
 GUEST_ROOTS = ("initramfs", "host")  # what a guest runs from: the files copied in, or this machine's root
 KERNEL_BASES = ("tinyconfig", "defconfig")
+KERNEL_BOOTS = ("qemu", "kexec")
+LAYOUTS = ("equal", "random")
 FDR_METHODS = ("bh", "holm")
 METHODS = ("nonparametric", "exact", "normal")
 DIRECTIONS = ("higher", "lower", "none")
@@ -147,6 +149,13 @@ EXPERIMENT = (
        "run once per session before any run."),
     _k("repo", Text(), None, "Git repository that variant.git refs name.", "the repository holding the spec"),
     _k("build_timeout", Number(0, WEEK_S), 3600.0, "Seconds a side's build may take.", field="build_timeout_s"),
+    _k("layout", Choice(LAYOUTS), "equal",
+       "Argv and environment padding of each run: equal (the same bytes on every side) or random (equal, plus "
+       "0..4095 bytes drawn per run from the seed: the stack starts at a different offset every run)."),
+    _k("layout_check", Bool(), False,
+       "Also run a second pair with every function aligned to 64 bytes (kernel sides built from source: "
+       "DEBUG_FORCE_FUNCTION_ALIGN_64B; sides built by perfab: {layout_cflags} = -falign-functions=64) and "
+       "random padding, as experiment NAME+align64; a `**` row that vanishes or flips there is layout-sensitive."),
 )
 
 VARIANT = (
@@ -192,6 +201,15 @@ KERNEL = (
        'Options on top of the base, e.g. {PARAVIRT_SPINLOCKS = "n", NR_CPUS = "4"}; one that does not exist or '
        "that olddefconfig drops is refused before any build.", "{}"),
     _k("patches", Strings(), (), "Patch files applied (in order) to a private copy of the source."),
+    _k("boot", Choice(KERNEL_BOOTS), "qemu",
+       lambda: f'How the side\'s kernel runs: qemu (a guest booted for each run, backend = '
+               f'"{backend_that("boots_kernels")}") or kexec (this machine kexecs into it and runs the side\'s runs '
+               'with a host backend; see On a real machine).'),
+    _k("initrd", Text(), None, 'With boot = "kexec": the initramfs loaded with the image.',
+       "initrd.img-VERSION beside a /boot image"),
+    _k("boot_timeout", Number(10, WEEK_S), 300.0,
+       'With boot = "kexec": seconds the kernel has to boot; perfab adds panic= so one that panics is rebooted '
+       "by the firmware into the default boot entry, and the side fails.", field="boot_timeout_s"),
 )
 
 WORKLOAD = (

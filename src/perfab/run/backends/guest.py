@@ -43,7 +43,7 @@ from perfab.specfile.kinds import Bool, Choice, Integer, Strings
 from perfab.specfile.schema import ACCELS, GUEST_ROOTS, BackendKeys, Key
 
 REQUEST, RESULT = "guest-request.json", "guest-result.json"
-LAUNCHER_STDERR = "guest-launcher-stderr"  # the runner writes the launcher's stderr tail here
+LAUNCHER_STDERR = "guest-launcher-stderr"  # the runner writes the launcher's stderr tail here (guest perf's rows end it)
 DEFAULT_GEOMETRY = {"l1i": "32K,8,64", "l1d": "32K,8,64", "ll": "8M,16,64"}
 SIMULATION_NOTE = ("counts from perfab's QEMU TCG plugin over the workload's window: instructions and simulated "
                    "caches, branches and coherence of the emulated CPU, not of real hardware")
@@ -88,6 +88,10 @@ class GuestBackend(Declares):
         Key("coherence", Bool(), False,
             "guest backend under TCG: a private L1d per vCPU kept coherent by MESI: HITM (transfers of a line "
             "modified by another vCPU) and invalidations, split user/kernel, by kernel symbol and by data line."),
+        Key("guest_counters", Strings(), (),
+            'guest backend under KVM: perf events counted by perf stat inside the guest on the vPMU (-cpu '
+            'host,pmu=on), e.g. ["cycles:u", "instructions:k"]; grouped within max_events_per_run (default: '
+            "the host's usable counters), never multiplexed."),
         Key("size", Bool(), False,
             "guest backend, kernels built from source: `perfab size` on each side's vmlinux against the baseline's "
             "when the session begins, stored with it and printed in the report's SIZE block (inline causes when "
@@ -124,6 +128,8 @@ class GuestBackend(Declares):
         self.kernels: dict[str, object] = {}  # side -> perfab.kernel.sides.KernelImage (resolved by prepare)
         self.specs: dict[str, Kernel] = {}  # side -> its [variant.kernel], placeholders expanded (by preflight)
         self.accel: str | None = None
+        self.counters: tuple[str, ...] = tuple(measure.guest_counters)  # vPMU events, counted inside the guest
+        self._groups = vpmu_groups(self.counters, measure.max_events_per_run) if self.counters else ((),)
         self.baseline = ""  # the experiment's baseline side (by preflight), which measure.size diffs against
         self.sizes: dict[str, dict] | None = None  # side -> {"size": ...} once diffed (measure.size)
         self.say = print  # one line for the user (prepare's)
@@ -174,6 +180,16 @@ class GuestBackend(Declares):
         first = self.kernels[variants[0].name] if variants else None
         plugin = "measure.cache_sim" if self.measure.cache_sim else None
         self.accel = choose_accel(self.measure.accel, say, first, self.cache_root, plugin)
+        if self.counters and self.accel != "kvm":
+            raise UsageError(f"guest_counters are counted by the guest's vPMU, which only KVM gives it, and the "
+                             f"guests run under {self.accel.upper()} (no PMU: every row would be <not supported>); "
+                             'set accel = "kvm" on a machine where KVM works, or remove guest_counters')
+        if self.counters and first is not None:
+            from perfab.kernel import vpmu
+
+            problem = vpmu.probe(first.image, self.counters, "kvm", str(Path(self.cache_root, "guest").resolve()))
+            if problem:
+                raise UsageError(problem)
 
     def _check_built(self, side: str) -> None:
         """A built kernel's memory need, known once it is built (a prebuilt one's is checked by the pre-flight)."""
@@ -200,7 +216,7 @@ class GuestBackend(Declares):
         """``measure.size``: each side's vmlinux against the baseline's, diffed once (``perfab.kernel.sizes``)."""
         from perfab.kernel.sizes import side_sizes
 
-        if self.measure.options.get("size") and self.sizes is None:
+        if self.measure.size and self.sizes is None:
             self.sizes = side_sizes(self.kernels, self.baseline, self.say)
         return self.sizes or {}
 
@@ -209,7 +225,7 @@ class GuestBackend(Declares):
         from perfab.kernel.sides import plan_lines
 
         lines = plan_lines(tuple(self._spec(v) for v in variants), self.measure, self.cache_root)
-        if self.measure.options.get("size") and len(variants) > 1:
+        if self.measure.size and len(variants) > 1:
             lines.append(f"  size: perfab size on each side's vmlinux against {variants[0].name}'s when the session "
                          "begins; stored with it, printed in the report")
         return lines
@@ -222,7 +238,8 @@ class GuestBackend(Declares):
         return GuestSide(self, variant, workload, guest_deadline(workload.timeout_s))
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
-        return ((),)
+        """The vPMU counter groups (one empty group without guest_counters)."""
+        return self._groups
 
     def wrap(self, argv: list[str], scratch: Path, group: tuple[str, ...]) -> list[str]:
         raise UsageError("the guest backend measures a side at a time: use for_side(variant, workload).wrap")
@@ -241,7 +258,8 @@ class GuestBackend(Declares):
         names = (*_COUNTS.values(), "I1 MPKI:u", "I1 MPKI:k", *branches, *GUEST_CLOCKS,
                  *(f"interrupts.{r}" for r in self.measure.interrupts),
                  *(f"vmstat.{r}" for r in self.measure.vmstat))
-        return {name: resolve(name, simulated=True, origin="backend") for name in names}
+        counted = {name: resolve(name) for name in self.counters}  # the vPMU's: the hardware's counts
+        return {**{name: resolve(name, simulated=True, origin="backend") for name in names}, **counted}
 
     def service_counter(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
         """Nothing on this machine: the server runs in the guest, pinned to ``service.cpus``, and the
@@ -257,6 +275,19 @@ class GuestBackend(Declares):
         if not self.measure.cache_sim:
             return {"cache": False, "l1d": _plugin_geometry("l1d", DEFAULT_GEOMETRY["l1d"]), **models}
         return {"cache": True, **{key: _plugin_geometry(key, text) for key, text in levels.items()}, **models}
+
+
+def vpmu_groups(counters: tuple[str, ...], budget: int | None) -> tuple[tuple[str, ...], ...]:
+    """The vPMU's counter groups: within ``budget``, else within the host's usable counters (KVM gives the guest
+    the host's, less those the host itself holds); one group when neither is known."""
+    from perfab.run.backends.perfsched import check_events, schedule_groups
+
+    check_events(list(counters))
+    if budget is None:
+        from perfab.run.backends.perfprobe import probe_counter_budget
+
+        budget = probe_counter_budget().usable_counters
+    return schedule_groups(list(counters), budget) if budget else (tuple(counters),)
 
 
 def _plugin_geometry(key: str, text: str) -> str:
@@ -292,11 +323,12 @@ class GuestSide(Declares):
     def wrap(self, argv: list[str], scratch: Path, group: tuple[str, ...]) -> list[str]:
         """Write the run's request beside its scratch files; the launcher is what the runner executes."""
         request = Path(scratch) / REQUEST
-        request.write_text(json.dumps(self.request(argv, Path(scratch) / RESULT)))
+        request.write_text(json.dumps(self.request(argv, Path(scratch) / RESULT, group)))
         return [sys.executable, "-m", "perfab.kernel.launch", str(request)]
 
-    def request(self, argv: list[str], result: Path) -> dict:
-        """The launcher's request for one run of ``argv`` on this side."""
+    def request(self, argv: list[str], result: Path, group: tuple[str, ...] = ()) -> dict:
+        """The launcher's request for one run of ``argv`` on this side (inside ``perf stat`` with ``group``
+        when the vPMU counts)."""
         from perfab.kernel.sides import launch_request
 
         doc = launch_request(self.parent.kernels[self.variant.name], self.variant, self.parent.measure,
@@ -307,11 +339,17 @@ class GuestSide(Declares):
         doc["maps"] = side_maps(self.variant, self.workload, self.values, argv)
         if self.service is not None:
             doc["service"] = self.service
+        if self.parent.counters:
+            from perfab.kernel import vpmu
+
+            doc.update(argv=vpmu.wrap(list(argv), group), files=[*doc["files"], vpmu.PERF],
+                       cmdline=vpmu.cmdline(doc["cmdline"]))
         return doc
 
     def collect(self, scratch: Path, group: tuple[str, ...], status: int) -> Measurement:
-        """The launcher's result, and with a server pinned to vCPUs (``service.cpus``) what those vCPUs ran."""
-        got = self.parent.collect(scratch, group, status)
+        """The launcher's result, with the guest perf's counts (guest_counters), and with a server pinned to vCPUs
+        (``service.cpus``) what those vCPUs ran."""
+        got = self._counted(self.parent.collect(scratch, group, status), scratch, group)
         cpus = checks.cpu_list((self.service or {}).get("cpus") or "")
         if not cpus or got.failure or not got.service:
             return got
@@ -327,6 +365,17 @@ class GuestSide(Declares):
             else:  # a vCPU the server was pinned to has no count: no reading, never a 0
                 excluded[f"service.instructions:{p}"] = "not read: the guest gave no count for a vCPU the server ran on"
         return replace(got, service={**got.service, "counts": counts}, excluded={**got.excluded, **excluded})
+
+    def _counted(self, got: Measurement, scratch: Path, group: tuple[str, ...]) -> Measurement:
+        """``got`` with the vPMU's counts the guest perf printed at the end of the launcher's stderr."""
+        if not self.parent.counters or got.failure:
+            return got
+        from perfab.kernel import vpmu
+
+        counted = vpmu.read((Path(scratch) / LAUNCHER_STDERR).read_text(errors="replace"), group)
+        return replace(got, metrics={**got.metrics, **counted.metrics}, excluded={**got.excluded, **counted.excluded},
+                       notes=(*got.notes, *counted.notes), failure=counted.failure, rusage=counted.rusage,
+                       transient=counted.transient)
 
     def metric_info(self) -> dict[str, Metric]:
         return self.parent.metric_info()

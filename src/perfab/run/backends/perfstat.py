@@ -104,18 +104,9 @@ class PerfStatBackend(SameForEverySide):
         if code < 0:
             return Measurement({}, failure=f"perf stat was killed by {_signame(-code)}; the run was interrupted")
         text = _read(scratch / OUTPUT_NAME)
-        try:
-            rows = parse_json(text).counters() if text is not None else ()
-        except PerfStatParseError as err:
-            return Measurement({}, failure=str(err))
-        if not rows:
-            return Measurement({}, failure=_no_counts(code, stderr, text is not None))
-        events = _with_tool_times(group)
-        if len(rows) != len(events):
-            return Measurement({}, failure=_row_mismatch(rows, events))
-        if (bad := _misnamed(rows, events)) is not None:
-            return Measurement({}, failure=bad)
-        return _measurement(dict(zip(events, rows)), group, stderr)
+        if text is None:
+            return Measurement({}, failure=_no_counts(code, stderr, False))
+        return read_counts(text, group, stderr, code)
 
     def service_counter(self, group: tuple[str, ...], scratch: Path, pids: list[int], cpus: str | None):
         """``perf stat`` on the service's pids (or ``cpus``) for one run, with the group's hardware events."""
@@ -127,6 +118,23 @@ class PerfStatBackend(SameForEverySide):
     def metric_info(self) -> dict[str, Metric]:
         """Units and directions of every counter and derived metric."""
         return {name: resolve(name) for name in (*self.counters, *derived_names(self._groups))}
+
+
+def read_counts(text: str, group: tuple[str, ...], stderr: str, code: int = 0) -> Measurement:
+    """perf's JSON ``text`` for a run carrying ``group`` (plus the tool times), read by this backend's rules;
+    also what a guest's perf printed (``perfab.kernel.vpmu``).  ``code``: perf's exit code."""
+    try:
+        rows = parse_json(text).counters()
+    except PerfStatParseError as err:
+        return Measurement({}, failure=str(err))
+    if not rows:
+        return Measurement({}, failure=_no_counts(code, stderr, True))
+    events = _with_tool_times(group)
+    if len(rows) != len(events):
+        return Measurement({}, failure=_row_mismatch(rows, events))
+    if (bad := _misnamed(rows, events)) is not None:
+        return Measurement({}, failure=bad)
+    return _measurement(dict(zip(events, rows)), group, stderr)
 
 
 def _with_tool_times(group: tuple[str, ...]) -> tuple[str, ...]:
