@@ -1,6 +1,6 @@
 # perfab: everything the project needs is installed from here, nothing by hand.
 #   make demo   run the bundled default experiment and print its report
-#   make test   run the whole test suite
+#   make test   lint (ruff) and run the whole test suite
 #   make studies  run the four bundled studies (examples/00N-*/) and print their tables
 #   make kernel-studies  run the five studies on real kernels (examples/kernel-00N-*/: builds and boots Linux 6.1 under QEMU)
 
@@ -22,6 +22,7 @@ demo: $(STAMP) workloads
 	$(VENV)/bin/perfab run examples/cachegrind.toml --db .perfab/demo.db
 
 test: $(STAMP) sysdeps kernel-deps workloads native tcg-plugin
+	$(PY) -m ruff check src tests bench
 	$(PY) -m pytest -q
 
 # The bundled studies (see each examples/00N-*/README.md): each spec builds its

@@ -94,7 +94,8 @@ def main_(burners: int) -> None:
               f"({100 * busy.other_share():.1f}% of {busy.capacity_s:.2f})")
         print(f"/proc/PID/stat: processes alive throughout   {lower:8.2f} CPU-s (a lower bound)")
         print(f"/proc/PID/stat: the burners                  {burned:8.2f} CPU-s")
-        print(f"ratio perfab / lower bound                   {busy.other_cpu_s / lower if lower else float('nan'):8.2f}")
+        ratio = busy.other_cpu_s / lower if lower else float("nan")
+        print(f"ratio perfab / lower bound                   {ratio:8.2f}")
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

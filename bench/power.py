@@ -52,7 +52,8 @@ def main() -> None:
     stars = simulate(pool, args.n, args.sims, args.shift, margin=0.001, alpha=0.05, seed=11)
     print(f"injected {100 * args.shift:+.1f}% shift on every row, n = {args.n} per side, {args.sims} simulated "
           f"reports, margin 0.1%, alpha 0.05; fraction called **")
-    print("  noise = robust CV (1.4826 MAD / median) of the recorded runs; MDE and n for 80% from perfab's formula (margin included)")
+    print("  noise = robust CV (1.4826 MAD / median) of the recorded runs; "
+          "MDE and n for 80% from perfab's formula (margin included)")
     print(f"  {'workload':<10} {'metric':<12} {'noise':>7} {'MDE':>7}  {'alone':>6}  {'in a report (BH)':>16}"
           f"  {'n for 80%':>9}")
     for k, c in stars.items():

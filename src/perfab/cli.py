@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-TYPE_CHECKING = False  # typing costs milliseconds of start-up; annotations are never evaluated
-if TYPE_CHECKING:
-    from typing import Callable, TextIO
 
 from perfab.errors import PerfabError, UsageError
 from perfab.report.kinds import FORMATS
 from perfab.terminal import help_formatter
+
+TYPE_CHECKING = False  # typing costs milliseconds of start-up; annotations are never evaluated
+if TYPE_CHECKING:
+    from typing import Callable, TextIO
 
 DEFAULT_DB = ".perfab/results.db"
 

@@ -21,7 +21,8 @@ import sys
 
 
 def columns(fallback: int = 80) -> int:
-    """Terminal columns as ``shutil.get_terminal_size`` finds them: $COLUMNS, then stdout's terminal, then ``fallback``."""
+    """Terminal columns as ``shutil.get_terminal_size`` finds them: $COLUMNS, then stdout's terminal,
+    then ``fallback``."""
     try:
         found = int(os.environ["COLUMNS"])
     except (KeyError, ValueError):

@@ -138,7 +138,8 @@ def test_one_run_per_side_of_varying_work_is_unchecked_and_never_a_change(one_ru
     rows = {r["metric"]: r for r in json.loads(out)["rows"]}
     ins = rows["instructions"]
     assert ins["base_values"] != ins["exp_values"] and ins["method"] == "exact"  # the counts differ, unseen
-    assert not [m for m, r in rows.items() if r["verdict"] in ("**", "flat")], {m: r["verdict"] for m, r in rows.items()}
+    verdicts = {m: r["verdict"] for m, r in rows.items()}
+    assert not [m for m, v in verdicts.items() if v in ("**", "flat")], verdicts
     assert any(w["kind"] == "method" and "unchecked" in w["text"] for w in ins["warnings"])
     code, _, err = _cli("plan", str(spec))
     assert code == 0 and "exact rows are unchecked and never `**` or `flat`" in err  # said before any run

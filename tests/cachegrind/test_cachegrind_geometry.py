@@ -100,7 +100,8 @@ def test_host_27_5M_l3_is_simulated_at_nearest_with_a_note():
     geometry, notes = resolve_geometry({}, host)
     assert geometry.ll == CacheLevel(29360128, 14, 64)
     assert geometry.i1 == host.i1 and geometry.d1 == host.d1
-    assert notes == ("host LL cache 27.5M,11,64 has 40960 sets (valgrind needs a power of two): simulated as 28M,14,64",)
+    assert notes == ("host LL cache 27.5M,11,64 has 40960 sets (valgrind needs a power of two): "
+                     "simulated as 28M,14,64",)
 
 
 def test_given_levels_win_over_host():

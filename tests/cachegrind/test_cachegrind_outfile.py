@@ -18,7 +18,8 @@ CL = DATA / "lockbench512_inline_2000_site1.callgrind.out"
 def log_totals(log: Path) -> dict[str, int]:
     """Valgrind's own end-of-run totals ("I   refs:  276,039", ...) from its log."""
     totals = {}
-    for label, key in (("I   refs", "Ir"), ("I1  misses", "I1"), ("D   refs", "D"), ("D1  misses", "D1"), ("LL misses", "LL")):
+    labels = (("I   refs", "Ir"), ("I1  misses", "I1"), ("D   refs", "D"), ("D1  misses", "D1"), ("LL misses", "LL"))
+    for label, key in labels:
         m = re.search(rf"{re.escape(label)}:\s+([\d,]+)", log.read_text())
         totals[key] = int(m.group(1).replace(",", ""))
     return totals

@@ -62,7 +62,8 @@ def runs_table(db: Path) -> list[tuple]:
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         return con.execute("SELECT p.seq, p.variant, p.warmup, r.status, r.reason FROM runs r "
-                           "JOIN planned_runs p ON p.id = r.planned_id ORDER BY p.session_id, p.seq, r.attempt").fetchall()
+                           "JOIN planned_runs p ON p.id = r.planned_id "
+                           "ORDER BY p.session_id, p.seq, r.attempt").fetchall()
     finally:
         con.close()
 

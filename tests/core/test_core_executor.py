@@ -41,7 +41,8 @@ def test_large_stdout_kept_to_cap_with_full_count():
 
 
 def test_non_utf8_output_verbatim_and_decoded_with_replacement(db):
-    script = "import sys; sys.stdout.buffer.write(b'ok \\xff\\xfe raw'); sys.stderr.buffer.write(b'bad \\xc3\\x28'); sys.exit(4)"
+    script = ("import sys; sys.stdout.buffer.write(b'ok \\xff\\xfe raw'); "
+              "sys.stderr.buffer.write(b'bad \\xc3\\x28'); sys.exit(4)")
     ex = _run([sys.executable, "-c", script])
     assert ex.stdout == b"ok \xff\xfe raw" and ex.stderr == b"bad \xc3\x28"
     text = two_sides(runs=1, warmup=0, workload=f'argv = ["{sys.executable}", "-c", "{_toml(script)}"]')
@@ -82,7 +83,8 @@ def test_pinning_is_seen_by_the_workload(db):
 
 
 def test_busy_loop_user_time_and_rss():
-    script = "b = bytearray(200 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1\nx = 0\nfor i in range(3_000_000): x += i"
+    script = ("b = bytearray(200 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1\n"
+              "x = 0\nfor i in range(3_000_000): x += i")
     ex = _run([sys.executable, "-c", script])
     assert ex.exit_code == 0
     assert 0.05 < ex.user_s <= ex.wall_s + 0.05

@@ -63,7 +63,7 @@ def test_plan_shows_each_sides_service_start(tmp_path):
     code, out, err = cli("plan", str(spec))
     assert code == 0, err
     starts = [line for line in out.splitlines() if "> start service" in line]
-    assert any(f"www/a" in line for line in starts) and any(f"www/b" in line for line in starts)
+    assert any("www/a" in line for line in starts) and any("www/b" in line for line in starts)
     assert out.count("< stop service") == len(starts)
 
 
@@ -79,7 +79,8 @@ def test_a_service_that_dies_fails_the_run_with_the_reason_and_is_restarted(tmp_
     text = text.replace(f'"-c", "{FETCH}", "http://127.0.0.1:{port}/id.txt"',
                         f'"-c", "{kill_once}", "http://127.0.0.1:{port}/id.txt", "{tmp_path}/pgid"')
     text = text.replace('[workload.service]\nargv = [',
-                        f'[workload.service]\nargv = ["/bin/sh", "-c", "echo $$ > {tmp_path}/pgid; exec \\"$0\\" \\"$@\\"", ')
+                        '[workload.service]\nargv = '
+                        f'["/bin/sh", "-c", "echo $$ > {tmp_path}/pgid; exec \\"$0\\" \\"$@\\"", ')
     db = tmp_path / "r.db"
     with Store(db) as store:
         result = Runner(parse_spec(text), store, TimeBackend(), RealExecutor(), {}).run()

@@ -110,7 +110,8 @@ PERFAB = """
 import os, sys
 from perfab.run.executor import RealExecutor
 ex = RealExecutor()
-script = "import subprocess, time; print(subprocess.Popen(['sleep', '1000'], start_new_session=True).pid, flush=True); time.sleep(60)"
+script = ("import subprocess, time; "
+          "print(subprocess.Popen(['sleep', '1000'], start_new_session=True).pid, flush=True); time.sleep(60)")
 print(os.getpid(), flush=True)
 ex.execute([sys.executable, "-c", script], dict(os.environ), None, 120, 4096, None)
 """

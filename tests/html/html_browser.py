@@ -25,7 +25,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CHROMIUM = "/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else (shutil.which("chromium") or "/usr/bin/chromium")
+CHROMIUM = ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium")
+            else (shutil.which("chromium") or "/usr/bin/chromium"))
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-dev-shm-usage", "--hide-scrollbars", "--window-size=1200,900"]

@@ -173,7 +173,8 @@ def parse(page: str) -> Node:
 
 def cells(row: Node) -> list[str]:
     """The texts of a table row's cells, whitespace collapsed."""
-    return [re.sub(r"\s+", " ", c.text()).strip() for c in row.children if isinstance(c, Node) and c.tag in ("td", "th")]
+    return [re.sub(r"\s+", " ", c.text()).strip()
+            for c in row.children if isinstance(c, Node) and c.tag in ("td", "th")]
 
 
 def text_table(report: str, first_label: str) -> list[list[str]]:

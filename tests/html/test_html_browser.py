@@ -60,7 +60,8 @@ def test_sweep_counters_and_profile_plots_draw(browser, tmp_path):
     sweep_db, counter_db = tmp_path / "sweep.db", tmp_path / "counters.db"
     run_fake(SWEEP, sweep_db, _scaling())
     run_fake(COUNTERS, counter_db,
-             lambda argv, env: _outcome(f"cycles:u {7000 + len(argv[0])}\ncycles:k {3000 if argv[0][-1] == 'a' else 4000}\n"))
+             lambda argv, env: _outcome(f"cycles:u {7000 + len(argv[0])}\n"
+                                        f"cycles:k {3000 if argv[0][-1] == 'a' else 4000}\n"))
     a = analysis_of(counter_db)
     runs = [{"self.cycles:k.lock": 40.0 + i, "self.cycles:u.main": 20.0} for i in range(3)]
     a = replace(a, profiles={("sys", "b"): compare_profiles(runs, [{**r, "self.cycles:u.main": 25.0} for r in runs])})
@@ -102,7 +103,8 @@ def test_hostile_text_is_shown_literally_and_never_runs(browser, db, tmp_path):
     body = browser.evaluate("document.body.textContent")
     assert body.count(PAYLOADS[0]) >= 3 and body.count(PAYLOADS[1]) >= 3  # label, argv, failure; side name, failure
     assert browser.evaluate("document.querySelector('table.verdicts a').textContent") == label
-    headers = browser.evaluate("Array.from(document.querySelectorAll('table.verdicts th small')).map(e => e.textContent)")
+    headers = browser.evaluate("Array.from(document.querySelectorAll('table.verdicts th small'))"
+                               ".map(e => e.textContent)")
     assert headers == ["outline", PAYLOADS[1]]
 
 
@@ -132,7 +134,8 @@ def test_size_tables_sort_by_a_click_on_a_header(browser, size_pair, tmp_path):
       return Array.from(t.tBodies[0].rows).map(r => Number(r.cells[i].dataset.v)); })()"""
     before = browser.evaluate(column)
     assert len(before) >= 4 and before != sorted(before)
-    click = "Array.from(document.querySelector('table.families').tHead.rows[0].cells).find(c => c.textContent === 'delta').click()"
+    click = ("Array.from(document.querySelector('table.families').tHead.rows[0].cells)"
+             ".find(c => c.textContent === 'delta').click()")
     browser.evaluate(click)
     assert browser.evaluate(column) == sorted(before)
     browser.evaluate(click)

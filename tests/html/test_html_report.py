@@ -149,7 +149,8 @@ def test_sweep_plots_rates_per_thread(db):
     assert "per thread" not in wall.text()
     table = doc.all("table", "verdicts")[0]
     points = [cells(tr)[1] for tr in table.all("tbody")[0].all("tr")]
-    assert sorted(set(points)) == ["threads=1", "threads=2", "threads=4"] and len(points) == 3 * 7  # ops/s and six rusage rows per point
+    # ops/s and six rusage rows per point
+    assert sorted(set(points)) == ["threads=1", "threads=2", "threads=4"] and len(points) == 3 * 7
     ticks = [t.shown() for t in sweep.all("text", "tick")]
     assert ticks[-4:] == ["1", "2", "4", "threads"]  # sweep points in numeric order, whatever the plan's order
     delta = next(s for s in doc.all("svg") if s.attrs["aria-label"] == "delta of ops/s against threads")
@@ -186,7 +187,8 @@ direction = "lower"
 
 
 def test_user_and_kernel_counts_side_by_side(db):
-    k_of = {"a": [3000, 3010, 2990, 3005, 2995, 3001, 2999, 3003], "b": [6000, 6010, 5990, 6005, 5995, 6001, 5999, 6003]}
+    k_of = {"a": [3000, 3010, 2990, 3005, 2995, 3001, 2999, 3003],
+            "b": [6000, 6010, 5990, 6005, 5995, 6001, 5999, 6003]}
     calls: dict[str, int] = {}
 
     def behaviour(argv, env):

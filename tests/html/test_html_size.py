@@ -92,7 +92,8 @@ def test_inline_sites_table(size_pair):
     d = replace(diff_files(*size_pair, dwarf=False), inline_changes=RECORDED_LISTING.read_text())
     doc = parse(render_size_html(d))
     rows = _rows(doc, "inline")
-    assert rows[0] == ["_raw_spin_unlock", "0", "152", "0.0", "18.5", "+2812", "kernel/fork.c:2381 in copy_process (+2812)"]
+    assert rows[0] == ["_raw_spin_unlock", "0", "152", "0.0", "18.5", "+2812",
+                       "kernel/fork.c:2381 in copy_process (+2812)"]
     assert len(rows) == 3 and "(2 more changed callees not shown" in doc.text()
 
 

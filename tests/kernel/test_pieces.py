@@ -40,7 +40,8 @@ def test_a_missing_guest_file_is_one_line(tmp_path):
 
 def test_result_sections_survive_binary_payloads_and_a_cut():
     payload = b"a\r\nPERFAB-SECTION fake 3\n\0\xff"
-    blob = (b"PERFAB-SECTION stdout %d\n" % len(payload)) + payload + b"\nPERFAB-SECTION status 9\nstatus 0\n\nPERFAB-END\n"
+    blob = ((b"PERFAB-SECTION stdout %d\n" % len(payload)) + payload
+            + b"\nPERFAB-SECTION status 9\nstatus 0\n\nPERFAB-END\n")
     s = guestresult.parse_sections(blob)
     assert s["stdout"] == payload and s["status"] == b"status 0\n" and "end" in s
     cut = guestresult.parse_sections(blob[:40])
@@ -48,7 +49,8 @@ def test_result_sections_survive_binary_payloads_and_a_cut():
 
 
 def test_interrupt_and_vmstat_deltas_from_a_real_guest():
-    d = guestresult.interrupt_deltas((DATA / "interrupts.before").read_bytes(), (DATA / "interrupts.after").read_bytes())
+    d = guestresult.interrupt_deltas((DATA / "interrupts.before").read_bytes(),
+                                     (DATA / "interrupts.after").read_bytes())
     assert set(d) >= {"irq.LOC", "irq.CAL", "irq.TLB", "irq.RES"}
     assert d["irq.LOC"] > 0 and all(v >= 0 for v in d.values())
     v = guestresult.vmstat_deltas((DATA / "vmstat.before").read_bytes(), (DATA / "vmstat.after").read_bytes())

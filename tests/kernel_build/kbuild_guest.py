@@ -22,7 +22,8 @@ INIT = """#!/bin/busybox sh
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev 2>/dev/null
-echo "PERFAB-INIT uptime=$(cut -d' ' -f1 /proc/uptime) cpus=$(grep -c ^processor /proc/cpuinfo) online=$(cat /sys/devices/system/cpu/online)"
+up=$(cut -d' ' -f1 /proc/uptime)
+echo "PERFAB-INIT uptime=$up cpus=$(grep -c ^processor /proc/cpuinfo) online=$(cat /sys/devices/system/cpu/online)"
 {command}
 echo PERFAB-POWEROFF
 poweroff -f

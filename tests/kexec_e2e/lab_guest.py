@@ -119,7 +119,8 @@ def qemu(kernel: Path, initrd: Path, share: Path, console: Path, reboot: bool = 
 BOOT_SH = """#!/bin/sh
 # What the lab machine's systemd unit does at every boot (see `perfab kexec unit`).
 cd /run/results
-export PERFAB_KEXEC_STATE=/run/results/state HOME=/tmp XDG_CACHE_HOME=/run/results/cache PYTHONDONTWRITEBYTECODE=1 LC_ALL=C
+export PERFAB_KEXEC_STATE=/run/results/state HOME=/tmp XDG_CACHE_HOME=/run/results/cache
+export PYTHONDONTWRITEBYTECODE=1 LC_ALL=C
 echo "boot $(date +%s): $(cat /proc/cmdline)" >> boots.log
 if [ -f state/session.json ]; then
     {perfab} kexec resume

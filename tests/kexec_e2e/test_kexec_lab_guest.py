@@ -59,7 +59,8 @@ boot_timeout = 1200
 
 [[workload]]
 name = "syscalls"
-argv = ["/bin/sh", "-c", "{syscalls} 20000; for s in on off; do echo \\"pti_$s: $(grep -cw pti=$s /proc/cmdline)\\"; done"]
+argv = ["/bin/sh", "-c", '''{syscalls} 20000
+for s in on off; do echo "pti_$s: $(grep -cw pti=$s /proc/cmdline)"; done''']
 parser = "keyvalue"
 timeout = 300
 """
@@ -111,7 +112,8 @@ def test_a_lab_guest_kexecs_between_two_kernels_in_abba_order(tmp_path):
     assert not (share / "state" / "session.json").exists()
     report = subprocess.run([str(PERFAB), "report", "kexec-lab", "--db", str(share / "results.db")],
                             capture_output=True, text=True)
-    assert report.returncode == 0 and f"kernels  : {' -> '.join(boots)} (a kexec per boot)" in report.stdout, report.stdout
+    expected = f"kernels  : {' -> '.join(boots)} (a kexec per boot)"
+    assert report.returncode == 0 and expected in report.stdout, report.stdout
 
 
 FALLBACK_SPEC = """

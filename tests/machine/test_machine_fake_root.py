@@ -39,8 +39,8 @@ def test_skylake_topology_and_caches(skylake):
 def test_skylake_describe_reproduces_the_seed_setup_block(skylake):
     lines = describe(snapshot(skylake, tools=False))
     assert lines[0] == "Hardware: 2x Intel(R) Xeon(R) Gold 6138 CPU @ 2.00GHz, 20 cores/socket, 40C/80T"
-    ours = [l.split() for l in lines if l[:2] in ("L1", "L2", "L3")]
-    seed_rows = [l.split() for l in SEED_LSCPU.splitlines()[1:]]
+    ours = [line.split() for line in lines if line[:2] in ("L1", "L2", "L3")]
+    seed_rows = [line.split() for line in SEED_LSCPU.splitlines()[1:]]
     assert ours == [row[:7] + row[8:] for row in seed_rows]  # all but PHY-LINE
 
 

@@ -32,7 +32,7 @@ def test_cmdline_is_proc_cmdline(snap):
 
 def test_cpu_model_is_cpuinfo_model_name(snap):
     lines = Path("/proc/cpuinfo").read_text().splitlines()
-    models = [l.split(":", 1)[1].strip() for l in lines if l.startswith("model name")]
+    models = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
     assert snap["cpu.model"] == models[0]
 
 
@@ -66,8 +66,8 @@ def test_cache_table_is_what_lscpu_prints(snap):
     out = subprocess.run(["lscpu", f"-C={columns}"], capture_output=True, text=True, check=True)
     lines = describe(snap)
     start = lines.index("Cache geometry (lscpu -C):") + 1
-    table = [l for l in lines[start:] if l.startswith(("NAME", "L"))]
-    assert table == [l.rstrip() for l in out.stdout.splitlines()]
+    table = [line for line in lines[start:] if line.startswith(("NAME", "L"))]
+    assert table == [line.rstrip() for line in out.stdout.splitlines()]
 
 
 @pytest.mark.parametrize("tool", ["perf", "valgrind", "gcc", "clang", "python3"])
@@ -78,7 +78,7 @@ def test_tool_version_is_the_tools_first_line(snap, tool):
         return
     env = dict(os.environ, LC_ALL="C")
     out = subprocess.run([tool, "--version"], capture_output=True, text=True, env=env)
-    first = [l.strip() for l in (out.stdout + out.stderr).splitlines() if l.strip()][0]
+    first = [line.strip() for line in (out.stdout + out.stderr).splitlines() if line.strip()][0]
     assert snap[key] == first
 
 
@@ -96,7 +96,7 @@ def test_settings_match_their_files(snap):
     assert snap["kernel.perf_event_paranoid"] == paranoid
     thp = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
     assert f"[{snap['mm.thp']}]" in thp
-    flags = [l for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("flags")]
+    flags = [line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")]
     assert snap["virt.hypervisor"] == ("yes" if "hypervisor" in flags[0].split() else "no")
 
 

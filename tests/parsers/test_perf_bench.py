@@ -71,7 +71,8 @@ def test_mem_memset_and_single_function(recorded):
 
 
 def test_mem_small_rate_converted_to_gib():
-    text = "# Running 'mem/memcpy' benchmark:\n# function 'default' (glibc)\n# Copying 1KB bytes ...\n\n    512.000000 MB/sec\n"
+    text = ("# Running 'mem/memcpy' benchmark:\n# function 'default' (glibc)\n# Copying 1KB bytes ...\n\n"
+            "    512.000000 MB/sec\n")
     assert parse(text, "")["mem_memcpy_default_gb_per_s"].value == 0.5
 
 

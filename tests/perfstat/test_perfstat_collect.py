@@ -29,7 +29,8 @@ def test_wrap_argv():
         "/usr/bin/perf", "stat", "-j", "-o", "/s/perf.stat", "-e", "cycles,instructions,user_time,system_time",
         "--", "ab", "-n", "1",
     ]  # fmt: skip
-    assert "cycles,system_time,user_time" in backend.wrap([], Path("/s"), ("cycles", "system_time", "user_time"))  # no repeats
+    # no repeats
+    assert "cycles,system_time,user_time" in backend.wrap([], Path("/s"), ("cycles", "system_time", "user_time"))
 
 
 def test_groups_come_from_the_budget():

@@ -48,5 +48,6 @@ def test_pooled_ipc_is_a_ratio_of_means_not_a_mean_of_ratios():
 
 
 def test_derived_names_per_group():
-    groups = (("cycles", "instructions", "L1-icache-load-misses:u"), ("cycles", "instructions", "L1-icache-load-misses:k"))
+    groups = (("cycles", "instructions", "L1-icache-load-misses:u"),
+              ("cycles", "instructions", "L1-icache-load-misses:k"))
     assert derived_names(groups) == ["IPC", "CPI", "L1i MPKI :u", "L1i MPKI :k"]

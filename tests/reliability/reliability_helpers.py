@@ -62,8 +62,8 @@ def cli_process(*argv: str, cwd: Path | None = None, timeout: float = 120, stdin
     import os
 
     env = {**os.environ, "PYTHONPATH": str(SRC)}
-    p = subprocess.run([sys.executable, "-c", "from perfab.cli import main_entry; main_entry()", *map(str, argv)], cwd=cwd, env=env,
-                       capture_output=True, timeout=timeout, input=stdin)
+    p = subprocess.run([sys.executable, "-c", "from perfab.cli import main_entry; main_entry()", *map(str, argv)],
+                       cwd=cwd, env=env, capture_output=True, timeout=timeout, input=stdin)
     return Outcome(p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace"))
 
 

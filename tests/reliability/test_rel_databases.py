@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from reliability_helpers import SRC, cli, file_digest, runs_of, sessions_of, stored_db, two_sides, write
+from reliability_helpers import cli, file_digest, runs_of, sessions_of, stored_db, two_sides, write
 
 READERS = [("report",), ("list",), ("history",)]
 NOT_PERFAB = r"not a perfab results database \(its tables \(t\) are not perfab's\); pass the --db of a perfab"

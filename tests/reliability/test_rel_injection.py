@@ -202,7 +202,7 @@ def test_formula_like_side_names_the_reader_accepts_or_refuses(tmp_path, name):
                                       '[[workload]]\nname = "w"\nargv = ["echo", "{variant}"]\n')
     out = cli("plan", spec)
     if name == "@x":
-        out.one_line_error(2, re.escape(f"variant[0].name: '@x' is not a usable name"))
+        out.one_line_error(2, re.escape("variant[0].name: '@x' is not a usable name"))
         return
     # accepted: stderr holds only plan's warning that 2 runs per side never reach alpha by the rank test
     assert out.code == 0 and all(line.startswith("perfab: warning: with 2 run(s) per side") for line in
@@ -234,7 +234,8 @@ def test_csv_has_one_width_neutralised_formulas_and_numeric_numbers(session):
     _, db, bad, _ = session
     records = list(csv.reader(io.StringIO(report(db, "csv"))))
     assert len({len(r) for r in records}) == 1, records
-    header, rows = records[0], [dict(zip(records[0], r)) for r in records[1:]]
+    header = records[0]
+    rows = [dict(zip(header, r)) for r in records[1:]]
     by_metric = {r["metric"]: r for r in rows}
     expected_label = ("'" + bad) if bad[0] in "=+-@" else bad
     assert by_metric["ops"]["label"] == expected_label
@@ -339,7 +340,8 @@ name = "b"
 
 [[workload]]
 name = "w"
-argv = ["sh", "-c", "echo 'ops: 1'; test {{variant}} = a || {{ printf '%s\\n' \\"$0\\" >&2; exit 9; }}", {toml_string(noise)}]
+argv = ["sh", "-c", "echo 'ops: 1'; test {{variant}} = a || {{ printf '%s\\n' \\"$0\\" >&2; exit 9; }}",
+        {toml_string(noise)}]
 parser = "keyvalue"
 """)
     db = tmp_path / "r.db"

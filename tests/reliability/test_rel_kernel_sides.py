@@ -234,7 +234,8 @@ CASES = {  # situation -> (spec text, with {zoo} for the zoo's path; the one std
                       r"measure\.memory = 80 MiB is too little .*set memory = 96 or more$"),
     "script-for-env-python": (spec(workload='argv = ["{zoo}/env-python.py"]'),
                               r"perfab: k\.toml: workload 'w', side 'a': argv\[0\] \S+/env-python\.py is a script "
-                              r"for /usr/bin/env python3, and the guest has no python3 \(its initramfs holds busybox sh, "
+                              r"for /usr/bin/env python3, and the guest has no python3 "
+                              r"\(its initramfs holds busybox sh, "
                               r"the script's interpreter and the files perfab copies in\); add \"\S*python3\" to "
                               r"measure\.files, or set measure\.root = \"host\"$"),
     "script-for-env-with-env-listed": (spec(workload='argv = ["{zoo}/env-python.py"]',
@@ -290,7 +291,8 @@ ACCEPTED = {  # situation -> (spec text, a line plan prints)
     "script-for-sh": (spec(workload='argv = ["{zoo}/sh.sh"]'), "kernel a: boots"),
     "script-for-bash-carried-with-its-interpreter": (spec(workload='argv = ["{zoo}/bash.sh"]'), "kernel a: boots"),
     "script-for-awk-carried-with-its-interpreter": (spec(workload='argv = ["{zoo}/awk.awk"]'), "kernel a: boots"),
-    "script-for-env-python-on-the-hosts-root": (spec(workload='argv = ["{zoo}/env-python.py"]', measure='root = "host"'),
+    "script-for-env-python-on-the-hosts-root": (spec(workload='argv = ["{zoo}/env-python.py"]',
+                                                     measure='root = "host"'),
                                                 "kernel a: boots"),
     "script-for-busybox": (spec(workload='argv = ["{zoo}/busybox-sh.sh"]'), "kernel a: boots"),
     "script-for-bash-with-bash-listed": (spec(workload='argv = ["{zoo}/bash.sh"]', measure='files = ["/bin/bash"]'),

@@ -92,7 +92,8 @@ def test_recorded_outputs_parse_as_recorded():
 
 
 @pytest.mark.parametrize("printed, parser, options, reason", [
-    ("ops: nan", "regex", '{patterns = {ops = "ops: (\\\\S+)"}}', r"regex for metric 'ops' captured 'nan', which is not a finite number: make the group capture only"),
+    ("ops: nan", "regex", '{patterns = {ops = "ops: (\\\\S+)"}}',
+     r"regex for metric 'ops' captured 'nan', which is not a finite number: make the group capture only"),
     ("ops=1e400", "keyvalue", "{}", r"reads '1e400', which is not a finite number"),
     ("Requests per second:    0x1F [#/sec] (mean)", "ab", "{}", r"ab metric 'requests_per_s' reads '0x1F'"),
     ("hello", "hackbench", "{}", r"hackbench output has no 'Time: <seconds>' line"),
@@ -138,7 +139,8 @@ PARSERS = {
 # how each tool is named in its messages
 TOOL = {"gnu-time": "GNU time", "perf-bench": "perf bench", "unixbench": "UnixBench"}
 
-GARBAGE = (b"\x7fELF\x02\x01\x01\x00" + bytes(range(0x80, 0x100)) + b"\x00\r\n\x1b[31m\xff\xfe\n").decode(errors="replace")
+GARBAGE = (b"\x7fELF\x02\x01\x01\x00" + bytes(range(0x80, 0x100))
+           + b"\x00\r\n\x1b[31m\xff\xfe\n").decode(errors="replace")
 NOTHING = {"empty": "", "blank": " \n\t\r\n  \n", "binary-garbage": GARBAGE}
 
 # what each parser says when the output holds nothing it reads
@@ -146,11 +148,14 @@ NO_OUTPUT = {
     "ab": r"ab output has no 'Requests per second' line: is the workload really ab\?",
     "wrk": r"wrk output has no 'Requests/sec' line: is the workload really wrk\?",
     "db_bench": r"db_bench output has no '<benchmark> : \.\.\. micros/op \.\.\. ops/sec' line",
-    "perf-bench": r"perf bench output has no \"# Running '<subsystem>/<bench>' benchmark:\" line: .*without '-f simple'",
+    "perf-bench": (r"perf bench output has no \"# Running '<subsystem>/<bench>' benchmark:\" line: "
+                   r".*without '-f simple'"),
     "hackbench": r"hackbench output has no 'Time: <seconds>' line",
     "sysbench": r"sysbench output has no 'total time:' line",
-    "stress-ng": r"stress-ng output has no 'stress-ng: metrc:' stressor line \(run it with --metrics or --metrics-brief\)",
-    "redis-benchmark": r"redis-benchmark output has no CSV row \(\"test\",\"rps\",\.\.\.\) or 'requests per second' line",
+    "stress-ng": (r"stress-ng output has no 'stress-ng: metrc:' stressor line "
+                  r"\(run it with --metrics or --metrics-brief\)"),
+    "redis-benchmark": (r"redis-benchmark output has no CSV row \(\"test\",\"rps\",\.\.\.\) "
+                        r"or 'requests per second' line"),
     "pgbench": r"pgbench output has no 'tps = \.\.\.' line",
     "gnu-time": r"GNU time output has no report on stderr .*: is the workload wrapped in /usr/bin/time\?",
     "lmbench": r"lmbench output has no '<label>: <value> microseconds' or bandwidth line",
@@ -280,7 +285,8 @@ def test_one_number_field_or_unit_damaged(parser, options, run, old, new, outcom
 
 ROW = "1.05,msec,task-clock,1050123,100.00,0.954,CPUs utilized"
 JSON = '{"counter-value" : %s, "unit" : "msec", "event" : "task-clock", "event-runtime" : %s, "pcnt-running" : 100.00}'
-# (id, reader, text, outcome): a regex of the PerfStatParseError, or (rows as (event, value, status, run time), messages)
+# (id, reader, text, outcome): a regex of the PerfStatParseError,
+# or (rows as (event, value, status, run time), messages)
 PERF = [
     ("csv-count-1e400", parse_csv, ROW.replace("1.05", "1e400"), r"row whose count '1e400' is not a finite number"),
     ("csv-run-time-1e400", parse_csv, ROW.replace("1050123", "1e400"),

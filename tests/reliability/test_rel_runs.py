@@ -87,7 +87,8 @@ def test_timeout_with_a_child_that_ignores_sigterm(tmp_path):
 
 
 def test_an_escaped_daemon_does_not_outlive_its_run(tmp_path):
-    """A workload leaves `setsid sleep` behind holding stdout: the run ends, the daemon is killed, the next runs are ok."""
+    """A workload leaves `setsid sleep` behind holding stdout: the run ends, the daemon is killed, the next runs
+    are ok."""
     pidfile = tmp_path / "daemon.pid"
     script(tmp_path / "job", f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 60' &\nsleep 0.05\n")
     start = time.monotonic()

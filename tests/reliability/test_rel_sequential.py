@@ -25,7 +25,9 @@ name = "b"
 
 [[workload]]
 name = "w"
-argv = ["sh", "-c", "n=$(cat {variant}.count 2>/dev/null || echo 0); echo $((n + 1)) > {variant}.count; if [ {variant} = b ] && [ $((n % 2)) = 1 ]; then exit 3; fi; echo ops: $((100 + n % 3))"]
+argv = ["sh", "-c", '''
+n=$(cat {variant}.count 2>/dev/null || echo 0); echo $((n + 1)) > {variant}.count
+if [ {variant} = b ] && [ $((n % 2)) = 1 ]; then exit 3; fi; echo ops: $((100 + n % 3))''']
 parser = "keyvalue"
 
 [[workload.metric]]

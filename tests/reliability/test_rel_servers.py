@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import socket
 import sys
 import time
 from pathlib import Path
-
-import pytest
 
 from reliability_helpers import cli, runs_of, two_sides, write
 
@@ -131,7 +128,8 @@ def test_a_stale_listener_on_the_port_is_refused_before_any_run(tmp_path):
 
 
 def test_a_service_that_exits_at_once_names_its_log(tmp_path):
-    """The server exits 3 before listening: one line with the exit status and a log path that exists and holds its words."""
+    """The server exits 3 before listening: one line with the exit status and a log path that exists and holds
+    its words."""
     port = free_port()
     out = cli("run", service_spec(tmp_path, port, mode="exit"), "--db", tmp_path / "r.db")
     assert out.code != 0 and "Traceback" not in out.err

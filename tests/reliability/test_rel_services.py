@@ -10,9 +10,7 @@ error with its exit status, or the stored runs with their status and reason.
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import socket
 import sqlite3
 import sys

@@ -24,7 +24,8 @@ from reliability_helpers import cli, write
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is installed by make test")
 
 A_C = "int f(int x) { return x * 3; }\nint main(int c, char **v) { return f(c); }\n"
-B_C = "int f(int x) { return x * 3 + 1; }\nint g(int x) { return x - 1; }\nint main(int c, char **v) { return f(c) + g(c); }\n"
+B_C = ("int f(int x) { return x * 3 + 1; }\nint g(int x) { return x - 1; }\n"
+       "int main(int c, char **v) { return f(c) + g(c); }\n")
 C_C = ("static inline int cube(int x) { return x * x * x; }\n"
        "int h(int x) { return cube(x) + 2; }\n")
 INVALID = r"not a valid ELF file \(truncated or corrupt\); rebuild or re-copy it$"
@@ -264,7 +265,8 @@ def test_debug_info_overwritten_leaves_the_symbol_diff_and_says_so(elves, tmp_pa
     bad = write(tmp_path / "b-bad-dwarf", bytes(data))
     out = size(elves / "a", bad)
     assert out.code == 0 and out.err == "", out.err
-    assert any(line.split()[:1] == ["g"] for line in out.out.splitlines()) and "Inline sites that changed:" not in out.out
+    assert any(line.split()[:1] == ["g"] for line in out.out.splitlines())
+    assert "Inline sites that changed:" not in out.out
     note = out.out.rstrip("\n").splitlines()[-1]
     assert re.fullmatch(rf"- inline causes unavailable: {bad}: bad \.debug_info unit header: .+; "
                         r"give an ELF file built with -g", note), note

@@ -49,7 +49,8 @@ def write_elf(
     body = bytearray(b"\0" * ehsize)
     headers = [(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)]
     for name, typ, flags, size, *addr in SECTIONS:  # an optional 5th item is sh_addr
-        headers.append((shstr.index(name.encode() + b"\0"), typ, flags, addr[0] if addr else 0, len(body), size, 0, 0, 16, 0))
+        headers.append((shstr.index(name.encode() + b"\0"), typ, flags, addr[0] if addr else 0, len(body), size,
+                        0, 0, 16, 0))
         if typ != 8:  # SHT_NOBITS occupies no file bytes
             body += (b"\x90" if flags & 0x4 else b"\1") * size
     blobs = {}
@@ -67,6 +68,7 @@ def write_elf(
     ident = b"\x7fELF" + bytes([2 if bits == 64 else 1, 2 if big else 1, 1]) + b"\0" * 9
     eh_fmt = e + ("HHIQQQIHHHHHH" if bits == 64 else "HHIIIIIHHHHHH")
     shentsize = struct.calcsize(sh_fmt)
-    body[0:ehsize] = ident + struct.pack(eh_fmt, etype, 2 if big else 3, 1, 0, 0, shoff, 0, ehsize, 0, 0, shentsize, len(headers), len(headers) - 1)
+    body[0:ehsize] = ident + struct.pack(eh_fmt, etype, 2 if big else 3, 1, 0, 0, shoff, 0, ehsize, 0, 0, shentsize,
+                                         len(headers), len(headers) - 1)
     path.write_bytes(bytes(body))
     return path

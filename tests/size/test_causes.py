@@ -47,7 +47,8 @@ def test_uninlined_names_the_old_sites():
 
 
 def test_clone_replacing_the_function_is_one_change():
-    members = [FamilyMember("samsung_gamepad_input_mapping", 2046, None), FamilyMember("samsung_gamepad_input_mapping.isra", None, 1900)]
+    members = [FamilyMember("samsung_gamepad_input_mapping", 2046, None),
+               FamilyMember("samsung_gamepad_input_mapping.isra", None, 1900)]
     cause = explain("samsung_gamepad_input_mapping", members, None, None)
     assert cause.kind == "clone"
     assert cause.text == "clone .isra appeared, plain samsung_gamepad_input_mapping vanished"

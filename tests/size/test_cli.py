@@ -59,7 +59,8 @@ def test_json_carries_families_causes_and_checks(pair):
     assert fam["get_tag"]["delta_bytes"] == sum(m["new_bytes"] or 0 for m in fam["get_tag"]["members"]) - sum(
         m["old_bytes"] or 0 for m in fam["get_tag"]["members"])
     text = next(s for s in doc["sections"] if s["name"] == ".text")
-    assert text["delta_bytes"] == text["symbol_delta_bytes"] - text["overlap_delta_bytes"] + text["uncovered_delta_bytes"]
+    assert text["delta_bytes"] == (text["symbol_delta_bytes"] - text["overlap_delta_bytes"]
+                                   + text["uncovered_delta_bytes"])
 
 
 def test_markdown_has_tables(pair):
@@ -80,7 +81,8 @@ def _gcc_version() -> str:
     return subprocess.run(["gcc", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
 
 
-@pytest.mark.parametrize("name,flags", [("gcc-O2.txt", []), ("gcc-O2-no-dwarf.txt", ["--no-dwarf"]), ("gcc-O2-c.txt", ["-c", "--no-dwarf", "--limit", "8"])])
+@pytest.mark.parametrize("name,flags", [("gcc-O2.txt", []), ("gcc-O2-no-dwarf.txt", ["--no-dwarf"]),
+                                        ("gcc-O2-c.txt", ["-c", "--no-dwarf", "--limit", "8"])])
 def test_golden_text_report(pair, name, flags):
     note = (GOLDEN / "NOTE").read_text()
     if _gcc_version() not in note:

@@ -83,8 +83,9 @@ def test_compat_matches_bloat_o_meter_on_linked_pair(bloat_o_meter, pair, opt, f
 
 
 def test_compat_matches_on_relocatable_objects(bloat_o_meter, tmp_path):
-    old = compile_c(tmp_path / "old.o", "-O2", "-g", "-c", "-DOLD", "-ffunction-sections", "-fdata-sections", str(SRC / "prog.c"))
-    new = compile_c(tmp_path / "new.o", "-O2", "-g", "-c", "-ffunction-sections", "-fdata-sections", str(SRC / "prog.c"))
+    sections = ("-ffunction-sections", "-fdata-sections")
+    old = compile_c(tmp_path / "old.o", "-O2", "-g", "-c", "-DOLD", *sections, str(SRC / "prog.c"))
+    new = compile_c(tmp_path / "new.o", "-O2", "-g", "-c", *sections, str(SRC / "prog.c"))
     for flags in ([], ["-c"]):
         assert run_compat(*flags, old, new) == run_bloat_o_meter(bloat_o_meter, *flags, old, new)
 

@@ -69,7 +69,8 @@ def layouts(draw):
     return sections, symbols
 
 
-@settings(derandomize=True, database=None, max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(derandomize=True, database=None, max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(layouts())
 def test_covered_bytes_equal_an_interval_merge(tmp_path, layout):
     sections, symbols = layout

@@ -43,7 +43,8 @@ def test_gcc_O2_families_and_causes(pair):
     assert {k: got.get(k) for k in GCC_O2} == GCC_O2
     assert set(got) - set(GCC_O2) <= {("main", None), ("report", None), ("use_tag", None)}
     assert all(got[k].startswith("body changed") for k in set(got) - set(GCC_O2))
-    members = {(f.name, f.file): [(m.name, m.old_bytes is None, m.new_bytes is None) for m in f.members] for f in d.families}
+    members = {(f.name, f.file): [(m.name, m.old_bytes is None, m.new_bytes is None) for m in f.members]
+               for f in d.families}
     assert members[("process", None)] == [("process", False, True), ("process.part", True, False)]
     assert members[("sum", None)] == [("sum", False, False), ("sum.cold", True, False)]
     assert d.warnings == ()
@@ -110,7 +111,8 @@ def test_aliases_count_once(tmp_path):
     assert compat.old_total_bytes - diff_files(exe, exe).tables[0].old_total_bytes == sizes[("real_fn", None)]
 
 
-@pytest.mark.parametrize("mode,titles", [("categories", ["Function", "Data", "RO Data"]), ("text", ["Function"]), ("data+rodata", ["Data"])])
+@pytest.mark.parametrize("mode,titles", [("categories", ["Function", "Data", "RO Data"]), ("text", ["Function"]),
+                                         ("data+rodata", ["Data"])])
 def test_modes_give_bloat_o_meter_tables(pair, mode, titles):
     d = diff_files(*pair("gcc", "-O2"), mode=mode)
     assert [t.title for t in d.tables] == titles
@@ -125,7 +127,8 @@ def test_every_installed_compiler_gives_the_same_cause_kinds(pair, cc):
 
 MOVED = {
     "main.c": "int from_a(int); int from_b(int);\nint main(int argc, char **argv) { (void)argv; return USE(argc); }\n",
-    "a.c": "__attribute__((noinline)) static int foo(int x) { return x * 3 + 1; }\nint from_a(int x) { return foo(x); }\n",
+    "a.c": ("__attribute__((noinline)) static int foo(int x) { return x * 3 + 1; }\n"
+            "int from_a(int x) { return foo(x); }\n"),
     "b.c": "__attribute__((noinline)) int foo(int x) { return x * 5 + 2; }\nint from_b(int x) { return foo(x); }\n",
 }
 MEMBERS = """

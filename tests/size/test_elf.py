@@ -71,7 +71,8 @@ def test_nm_letters_match_nm_on_big_endian(tmp_path, bits, big):
 
 def test_elf32_object_from_gcc_m32(tmp_path):
     src = tmp_path / "m32.c"  # no #include: this machine has no 32-bit libc headers
-    src.write_text("static int helper(int x) { return x * 3; }\nint table[8];\nint use(int x) { return helper(x) + table[x & 7]; }\n")
+    src.write_text("static int helper(int x) { return x * 3; }\nint table[8];\n"
+                   "int use(int x) { return helper(x) + table[x & 7]; }\n")
     obj = compile_c(tmp_path / "m32.o", "-m32", "-O2", "-g", "-c", str(src))
     f = read_elf(obj)
     assert (f.elf_class, f.elf_type) == (32, "ET_REL")

@@ -66,13 +66,15 @@ def _shoff(p, v):
 
 def _shnum(p, v):
     p.ehdr(E_SHNUM, "H", v)
-    return rf"section header table \({v} entries\) at offset {p.shoff}, {v * 64} bytes long, runs past the end of the file \({len(p.data)} bytes\)"
+    return (rf"section header table \({v} entries\) at offset {p.shoff}, {v * 64} bytes long, "
+            rf"runs past the end of the file \({len(p.data)} bytes\)")
 
 
 def _extended_count(p, v):
     p.ehdr(E_SHNUM, "H", 0)  # extended numbering: the count is section 0's sh_size
     struct.pack_into("<Q", p.data, p.shoff + 32, v)
-    return rf"section header table \({v} entries\) at offset {p.shoff}, {v * 64} bytes long, runs past the end of the file \({len(p.data)} bytes\)"
+    return (rf"section header table \({v} entries\) at offset {p.shoff}, {v * 64} bytes long, "
+            rf"runs past the end of the file \({len(p.data)} bytes\)")
 
 
 def _section(name, field):
@@ -149,7 +151,8 @@ def test_field_past_the_file_or_2_63_is_one_line_not_overflow_error(tmp_path, ob
 def test_file_shorter_than_its_elf_header_names_the_header(tmp_path):
     bad = tmp_path / "short.o"
     bad.write_bytes(b"\x7fELF\x02\x01\x01" + b"\0" * 33)
-    with pytest.raises(UsageError, match=r"ELF header at offset 0, 64 bytes long, runs past the end of the file \(40 bytes\)"):
+    with pytest.raises(UsageError,
+                       match=r"ELF header at offset 0, 64 bytes long, runs past the end of the file \(40 bytes\)"):
         read_elf(bad)
 
 
@@ -171,5 +174,6 @@ def test_truncated_executable_names_the_section_header_table(tmp_path, build):
     cut = tmp_path / "cut"
     cut.write_bytes(data[:4096])
     shoff = struct.unpack_from("<Q", data, E_SHOFF)[0]
-    with pytest.raises(UsageError, match=rf"section header table at offset {shoff} lies beyond the end of the file \(4096 bytes\)"):
+    with pytest.raises(UsageError,
+                       match=rf"section header table at offset {shoff} lies beyond the end of the file \(4096 bytes\)"):
         read_elf(cut)

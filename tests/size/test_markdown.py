@@ -86,4 +86,5 @@ def test_markdown_warnings_name_odd_files_on_one_line(pair, tmp_path):
     notes = md.split("Not done:\n", 1)[1].splitlines()
     assert len(notes) == 2 and all(n.startswith("- ") for n in notes)  # no debug info, one line per file
     item = MarkdownIt("commonmark").parse(notes[0])
-    assert "".join(c.content for c in item[3].children) == shown(f"{pair[0]}: no debug info: inlined/uninlined causes unavailable; build with -g")
+    expected = shown(f"{pair[0]}: no debug info: inlined/uninlined causes unavailable; build with -g")
+    assert "".join(c.content for c in item[3].children) == expected

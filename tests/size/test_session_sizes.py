@@ -50,7 +50,8 @@ def _cli(*argv, cwd: Path) -> tuple[int, str, str]:
 
 
 def _kernels(old: Path, new: Path) -> dict[str, KernelImage]:
-    return {"outline": KernelImage(old, None, "old", vmlinux=old), "inlined": KernelImage(new, None, "new", vmlinux=new)}
+    return {"outline": KernelImage(old, None, "old", vmlinux=old),
+            "inlined": KernelImage(new, None, "new", vmlinux=new)}
 
 
 def test_every_side_but_the_baseline_is_diffed_against_it(pair):

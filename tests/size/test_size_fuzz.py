@@ -92,7 +92,8 @@ def layout(path: Path) -> Base:
 @pytest.fixture(scope="module")
 def bases(build, tmp_path_factory) -> dict[str, Base]:
     root = tmp_path_factory.mktemp("fuzz-bases")
-    (root / "m32.c").write_text("static int helper(int x) { return x * 3; }\nint table[8];\nint use(int x) { return helper(x) + table[x & 7]; }\n")
+    (root / "m32.c").write_text("static int helper(int x) { return x * 3; }\nint table[8];\n"
+                                "int use(int x) { return helper(x) + table[x & 7]; }\n")
     files = {
         "obj": compile_c(root / "util.o", "-O2", "-c", str(SRC / "util.c")),
         "obj-g": compile_c(root / "prog.o", "-O2", "-g", "-c", "prog.c", cwd=SRC),

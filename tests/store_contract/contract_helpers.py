@@ -119,8 +119,9 @@ def start(store, name: str = "contract", runs: int = 4) -> int:
 def record(status: str = "ok", ops: float = 100.0, started: float = 1_700_000_000.0, **extra) -> RunRecord:
     base = RunRecord(status, None if status == "ok" else "it failed", started, 0.5, 0.4, 0.1, 2048, 3, 1, 0, None,
                      False, b"ops: %d\n" % ops, b"", 9, 0, {"ops": ops, "wall_s": 0.5},
-                     {}, ("a note",), {"ops": resolve("ops", unit=None, higher_is_better=True, exact=False, origin="parser"),
-                                      "wall_s": RUSAGE["wall_s"]},
+                     {}, ("a note",),
+                     {"ops": resolve("ops", unit=None, higher_is_better=True, exact=False, origin="parser"),
+                      "wall_s": RUSAGE["wall_s"]},
                      {"ops": "parser", "wall_s": "rusage"})
     return dataclasses.replace(base, **extra)
 

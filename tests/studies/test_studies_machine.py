@@ -56,7 +56,8 @@ def test_there_are_four_studies_each_with_sources_specs_makefile_and_readme():
         assert list(study.glob("*.toml")), study
 
 
-@pytest.mark.parametrize("spec", sorted(EXAMPLES.glob("[0-9][0-9][0-9]-*/*.toml")), ids=lambda p: p.parent.name + "/" + p.name)
+@pytest.mark.parametrize("spec", sorted(EXAMPLES.glob("[0-9][0-9][0-9]-*/*.toml")),
+                         ids=lambda p: p.parent.name + "/" + p.name)
 def test_every_study_spec_is_valid_and_run_by_make_studies(spec):
     exp = load_spec(spec)
     assert exp.workloads and exp.build  # each side built from the study's own sources

@@ -145,7 +145,7 @@ def test_guest_counters_under_tcg_are_refused_before_any_run(tmp_path):
     image = next(iter(sorted(Path("/boot").glob("vmlinuz-*"))), None)
     if image is None:
         pytest.skip("no kernel image in /boot")
-    exp = parse_spec(_spec(f'backend = "guest"\naccel = "tcg"\nguest_counters = ["cycles:u"]')
+    exp = parse_spec(_spec('backend = "guest"\naccel = "tcg"\nguest_counters = ["cycles:u"]')
                      .replace("/boot/vmlinuz", str(image)), "g.toml")
     with pytest.raises(UsageError) as info:
         GuestBackend(exp.measure, tmp_path).prepare(exp.variants, lambda line: None)

@@ -49,7 +49,8 @@ def drift(values: np.ndarray, order: np.ndarray, side: str, alpha: float = 0.001
         return None
     rho, p = trend(values, order)
     if p < alpha and abs(rho) >= 0.5:
-        return f"drift across run order on {side} (Spearman rho {rho:+.2f}, p {p:.2g}): the machine changed during the runs"
+        return (f"drift across run order on {side} (Spearman rho {rho:+.2f}, p {p:.2g}): "
+                "the machine changed during the runs")
     return None
 
 

@@ -134,8 +134,8 @@ def _read_file(path: Path, rel: str, out: Kconfig) -> None:
         rest = rest.strip()
         if m := _ENTRY.match(line):
             _finish(entry, out)
-            entry = {"name": m.group(2), "where": f"{rel}:{number}", "kind": "", "depends": [c for b in blocks for c in b],
-                     "prompt_if": [], "has_prompt": False, "ranges": []}
+            entry = {"name": m.group(2), "where": f"{rel}:{number}", "kind": "",
+                     "depends": [c for b in blocks for c in b], "prompt_if": [], "has_prompt": False, "ranges": []}
             continue
         if word in ("help", "---help---"):
             help_indent = None

@@ -97,10 +97,13 @@ fail() {{ echo "$1" > $R/error; echo "perfab: $1" > /dev/console; }}
 hostroot() {{
   mkdir -p /host /rw /newroot
   mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=262144 {HOST_ROOT_TAG} /host 2>$R/mount.log || {{
-    fail "the guest cannot mount the host's root over 9p ($(tail -n 1 $R/mount.log)$(tail -n 1 $R/insmod.log 2>/dev/null | sed 's/^/; /')): its kernel needs 9P_FS, NET_9P_VIRTIO and VIRTIO_PCI built in, or as modules of its release on this machine"; return 1; }}
+    why="$(tail -n 1 $R/mount.log)$(tail -n 1 $R/insmod.log 2>/dev/null | sed 's/^/; /')"
+    need="9P_FS, NET_9P_VIRTIO and VIRTIO_PCI built in, or as modules of its release on this machine"
+    fail "the guest cannot mount the host's root over 9p ($why): its kernel needs $need"; return 1; }}
   mount -t tmpfs rw /rw && mkdir -p /rw/upper /rw/work
   mount -t overlay overlay -o lowerdir=/host,upperdir=/rw/upper,workdir=/rw/work /newroot 2>$R/mount.log || {{
-    fail "the guest cannot lay a tmpfs over the host's root ($(tail -n 1 $R/mount.log)): its kernel needs OVERLAY_FS"; return 1; }}
+    fail "the guest cannot lay a tmpfs over the host's root ($(tail -n 1 $R/mount.log)): its kernel needs OVERLAY_FS"
+    return 1; }}
   for d in proc sys dev; do mount --bind /$d /newroot/$d; done
   mkdir -p /newroot/.perfab
   cp -a {REQ_DIR} {BIN_DIR} /newroot/.perfab/
@@ -126,7 +129,9 @@ cat /proc/interrupts > $R/irq1
 cat /proc/vmstat > $R/vm1
 [ "$ROOT" = / ] || cp $ROOT{OUT_DIR}/* $R/ 2>/dev/null
 [ -f $R/status ] || [ -f $R/error ] || echo "status launcher-$rc" > $R/status
-[ -f $R/service.log ] && tail -c {SERVICE_LOG_BYTES} $R/service.log > $R/service.tail && cp $R/service.tail $R/service.log
+if [ -f $R/service.log ]; then
+  tail -c {SERVICE_LOG_BYTES} $R/service.log > $R/service.tail && cp $R/service.tail $R/service.log
+fi
 echo "perfab: workload done" > /dev/console
 [ -f $Q/kallsyms ] && grep ' [tTwWdDbBrRvVA] ' /proc/kallsyms > $R/kallsyms
 exec 3<>{RESULT_TTY}

@@ -45,7 +45,8 @@ from perfab.kernel import guestresult, image, initramfs, modules, qmp, tcg
 
 QEMU = "qemu-system-x86_64"
 PLUGIN_DIR = Path(__file__).resolve().parents[3] / "native" / "tcg"
-BASE_CMDLINE = "console=ttyS0 quiet panic=-1 rdinit=/init nokaslr"  # quiet: a serial console costs emulated time per byte
+# quiet: a serial console costs emulated time per byte
+BASE_CMDLINE = "console=ttyS0 quiet panic=-1 rdinit=/init nokaslr"
 DETERMINISTIC_CMDLINE = "norandmaps randomize_kstack_offset=off"
 ONE_CPU_AT_BOOT = "maxcpus=1"  # under icount QEMU 7.2 hangs bringing up CPUs at boot; the init onlines them
 FIXED_RTC = "clock=vm,base=2024-01-01T00:00:00"
@@ -217,7 +218,8 @@ def _check(req: BootRequest) -> None:
         raise UsageError(f"vcpus {req.vcpus} / memory_mb {req.memory_mb}: need >= 1 vCPU and >= 64 MiB")
     if req.plugin is not None and req.accel == "kvm":
         raise UsageError("the TCG plugin counts only under TCG: set accel to tcg or auto")
-    for name, geometry in (("l1i", req.plugin.l1i), ("l1d", req.plugin.l1d), ("ll", req.plugin.ll)) if req.plugin else ():
+    geometries = (("l1i", req.plugin.l1i), ("l1d", req.plugin.l1d), ("ll", req.plugin.ll)) if req.plugin else ()
+    for name, geometry in geometries:
         if not _geometry_ok(geometry):
             raise UsageError(f"{name} = {geometry!r} is not SIZE:ASSOC:LINE in bytes with power-of-two "
                              "line and set count (e.g. 32768:8:64)")

@@ -8,8 +8,9 @@ here), ``unknown`` (unreadable) or ``absent`` (tool not installed).
 
 ``VOLATILE`` lists the keys expected to differ between any two sessions
 and therefore left out of ``differences`` by default: the load average
-and other work during the runs (``busy.*``, added when a session ends).  The host name is deliberately *not* volatile: two sessions on
-different hosts are on different machines, which the report must flag.
+and other work during the runs (``busy.*``, added when a session ends).
+The host name is deliberately *not* volatile: two sessions on different
+hosts are on different machines, which the report must flag.
 The snapshot carries no date; the store records when each session ran.
 """
 

@@ -67,7 +67,8 @@ _TIME_WORDS = frozenset({"sec", "secs", "seconds", "millisec", "millisecs", "mil
                          "ns"})  # fmt: skip
 _PER_SEC = re.compile(r"\bper sec(ond)?\b")
 _ROW = re.compile(rf"^stress-ng: (?:metrc|info): +\[\d+\] ([a-z][\w-]*)((?:\s+{NUM}){{6,8}})\s*$")
-_MISC = re.compile(rf"^stress-ng: (?:metrc|info): +\[\d+\] ([a-z][\w-]*)\s+({NUM}) ([a-zA-Z].*?)(?: \(\w+ mean of \d+ instances\))?\s*$")
+_MISC = re.compile(rf"^stress-ng: (?:metrc|info): +\[\d+\] ([a-z][\w-]*)\s+({NUM}) "
+                   r"([a-zA-Z].*?)(?: \(\w+ mean of \d+ instances\))?\s*$")
 
 
 def prepare(options: dict) -> dict:

@@ -83,7 +83,8 @@ def size_tables(a: Analysis) -> tuple[SizeTable, ...]:
         entry = (a.sources.get(side) or {}).get("size")
         if isinstance(entry, dict) and isinstance(entry.get("text"), str):
             command = f"perfab size {entry.get('old')} {entry.get('new')}"
-            out.append(SizeTable(side, str(entry.get("against")), command, tuple(entry["text"].rstrip("\n").split("\n"))))
+            lines = tuple(entry["text"].rstrip("\n").split("\n"))
+            out.append(SizeTable(side, str(entry.get("against")), command, lines))
     return tuple(out)
 
 

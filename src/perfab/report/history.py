@@ -117,8 +117,8 @@ def _verdict(s: Series, h: History) -> list[str]:
 
 def _legend(h: History) -> list[str]:
     m = h.method
-    text = (f"Median of each session's runs with its {fmt_pct(h.confidence, digits=3)} distribution-free interval (order "
-            "statistics of the runs; '-' where too few runs give none); dates UTC.  Change points: E-divisive "
+    text = (f"Median of each session's runs with its {fmt_pct(h.confidence, digits=3)} distribution-free interval "
+            "(order statistics of the runs; '-' where too few runs give none); dates UTC.  Change points: E-divisive "
             f"with means (Matteson & James, JASA 2014) on the session medians, distance exponent {m.exponent:g}, "
             f"at least {m.min_size} sessions either side; each tested by {m.permutations} permutations within "
             f"segments (seed {m.seed}) at alpha {h.alpha:g}.  Change: the mean of the session medians after "

@@ -43,7 +43,9 @@ HISTORY = (
     (5, "two kinds of diagnostic: `layout_sensitive` on a `**` row whose verdict vanishes or changes sign in the "
         "experiment's aligned pair (`layout_check = true`), `layout_check` in `warnings` with what the check "
         "found. Why: a verdict that depends on where functions and the stack happen to fall is not the change's, "
-        "and a reader gating on `**` must be able to tell"),
+        "and a reader gating on `**` must be able to tell. Also `sources[side].size` (`[measure] size = true`): "
+        "the side's vmlinux against the baseline's, as `perfab size` printed it (`text`, `old`, `new`, "
+        "`against`) and its size(1)-like `totals`; the text, markdown and HTML reports print it as SIZE"),
 )
 
 _NUM = {"anyOf": [{"type": ["number", "null"]}, {"enum": ["inf", "-inf"]}]}  # _num: null for nan, strings for inf
@@ -203,7 +205,9 @@ SCHEMA = {
                         "description": "the baseline's environment snapshot: setting -> value (this machine's: "
                                        "with kernel sides, `kernel.*` is the host that ran QEMU)"},
         "sources": {"type": "object", "additionalProperties": {"type": "object"},
-                    "description": "side -> its source (ref, commit, subject) and build command, when built"},
+                    "description": "side -> its source (ref, commit, subject) and build command when built, its "
+                                   "programs' SHA-256, the kernel it booted, its code size against the baseline "
+                                   "(`size`)"},
         "kernels": {"type": "object", "additionalProperties": KERNEL,
                     "description": "side -> the kernel its guests booted ({} when the sides ran on this machine)"},
         "env_differences": {"type": "array", "items": ENV_DIFFERENCE,

@@ -105,7 +105,8 @@ def _add(metrics: dict, sources: dict, values: dict, source: str) -> None:
 
 
 def rusage_readings(read: Callable[[str], float | int | None]) -> dict[str, float | None]:
-    """Each rusage metric as a float, from the run field ``RUSAGE_FIELDS`` names (``read(field)``); None where unknown."""
+    """Each rusage metric as a float, from the run field ``RUSAGE_FIELDS`` names (``read(field)``);
+    None where unknown."""
     return {m: None if (v := read(f)) is None else float(v) for m, f in RUSAGE_FIELDS.items()}
 
 

@@ -76,7 +76,8 @@ def reparse_session(store, session: int, exp: Experiment, backend: str) -> Repar
 def _again(store, row: dict, parse, samples: dict, excluded: dict, profile: dict, backend: str) -> RunRecord | None:
     """The run's record with its output read again, or None when it is left as it was."""
     failed = row["status"] == "failed"
-    if parse is None or row["status"] not in ("ok", "failed") or (failed and not (row["reason"] or "").startswith(UNPARSED)):
+    unparsed = (row["reason"] or "").startswith(UNPARSED)
+    if parse is None or row["status"] not in ("ok", "failed") or (failed and not unparsed):
         return None
     stdout, stderr = store.output(row["run_id"])
     if (row["stdout_bytes"] or 0) > len(stdout) or (row["stderr_bytes"] or 0) > len(stderr):
@@ -86,7 +87,8 @@ def _again(store, row: dict, parse, samples: dict, excluded: dict, profile: dict
         if declared(backend).own_readings:
             return None  # its counters were not stored with the failure
         own = _rusage(row)
-    reason, metrics, meta, notes = None, {m: v for m, (v, _) in own.items()}, {}, tuple(json.loads(row["notes_json"] or "[]"))
+    reason, metrics, meta = None, {m: v for m, (v, _) in own.items()}, {}
+    notes = tuple(json.loads(row["notes_json"] or "[]"))
     sources = {m: s for m, (_, s) in own.items()}
     try:
         got = parse(stdout.decode(errors="replace"), stderr.decode(errors="replace"))

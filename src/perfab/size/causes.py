@@ -165,7 +165,8 @@ def _inline_detail(base: str, old: InlineView | None, new: InlineView | None, to
         shown = ", ".join(f"{c} ({_sites(after[c] - before.get(c, 0))})" for c in gained[:top])
         out.append(f"now inlines {shown}" + (f" and {len(gained) - top} more" if len(gained) > top else ""))
     if lost:
-        out.append(f"no longer inlines {', '.join(lost[:top])}" + (f" and {len(lost) - top} more" if len(lost) > top else ""))
+        more = f" and {len(lost) - top} more" if len(lost) > top else ""
+        out.append(f"no longer inlines {', '.join(lost[:top])}{more}")
     grew = new.by_callee.count(base) - old.by_callee.count(base)
     if grew:
         out.append(f"inlined at {abs(grew)} {'more' if grew > 0 else 'fewer'} site{'s' if abs(grew) != 1 else ''}")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-TYPE_CHECKING = False  # typing costs milliseconds of start-up; annotations are never evaluated
-if TYPE_CHECKING:
-    from typing import TextIO
 
 from perfab.errors import PerfabError
 from perfab.terminal import help_formatter
+
+TYPE_CHECKING = False  # typing costs milliseconds of start-up; annotations are never evaluated
+if TYPE_CHECKING:
+    from typing import TextIO
 
 DESCRIPTION = (
     "Symbol-level code-size diff of two ELF files. Prints bloat-o-meter's table, size(1)-like totals, "
@@ -30,11 +31,14 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser (prog "perfab size")."""
     p = _Parser(prog="perfab size", description=DESCRIPTION, formatter_class=help_formatter())
     only = p.add_mutually_exclusive_group()
-    only.add_argument("-c", dest="mode", action="store_const", const="categories", help="three tables: functions, data, rodata")
+    only.add_argument("-c", dest="mode", action="store_const", const="categories",
+                      help="three tables: functions, data, rodata")
     only.add_argument("-d", dest="mode", action="store_const", const="data+rodata", help="data and rodata symbols only")
     only.add_argument("-t", dest="mode", action="store_const", const="text", help="function symbols only")
-    p.add_argument("-p", dest="prefix", metavar="PREFIX", help="accepted for bloat-o-meter compatibility; ignored (nm is not run)")
-    p.add_argument("--compat", action="store_true", help="bloat-o-meter's symbol rules and output exactly (nm types, .NUMBER merged)")
+    p.add_argument("-p", dest="prefix", metavar="PREFIX",
+                   help="accepted for bloat-o-meter compatibility; ignored (nm is not run)")
+    p.add_argument("--compat", action="store_true",
+                   help="bloat-o-meter's symbol rules and output exactly (nm types, .NUMBER merged)")
     p.add_argument("--no-dwarf", action="store_true", help="do not read DWARF: causes from symbols alone (faster)")
     p.add_argument("--format", choices=("text", "json", "markdown", "html"), default="text",
                    help="report format (default text); html: one self-contained page of sortable tables")

@@ -160,7 +160,8 @@ def compat_results(old: E.ElfFile, new: E.ElfFile, mode: str = "all") -> list[Sy
     for m in ["text", "data", "rodata"] if mode == "categories" else [mode]:
         kept = list(FORMATS[m])
         per_side = [
-            sums(idx, key, f.symbols.size[idx].astype(np.int64) if f.symbols is not None else np.zeros(0, np.int64), np.isin(letters, kept))
+            sums(idx, key, f.symbols.size[idx].astype(np.int64) if f.symbols is not None else np.zeros(0, np.int64),
+                 np.isin(letters, kept))
             for f, idx, letters, key in sides
         ]
         _, o, n, orep, nrep = join(*per_side)

@@ -33,7 +33,8 @@ from perfab.size.symbols import KINDS, SectionUse, SymbolSet, read_symbols
 from perfab.size.target import check_targets
 
 MODES = {"all": ("all",), "text": ("text",), "data+rodata": ("data+rodata",), "categories": ("text", "data", "rodata")}
-_MODE_KINDS = {"all": KINDS, "text": ("text",), "data": ("data", "bss"), "rodata": ("rodata",), "data+rodata": ("data", "bss", "rodata")}
+_MODE_KINDS = {"all": KINDS, "text": ("text",), "data": ("data", "bss"), "rodata": ("rodata",),
+               "data+rodata": ("data", "bss", "rodata")}
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,8 @@ class SizeDiff:
 
 
 def diff_files(
-    old: str | Path, new: str | Path, *, compat: bool = False, mode: str = "all", dwarf: bool = True, allow_mismatch: bool = False
+    old: str | Path, new: str | Path, *, compat: bool = False, mode: str = "all", dwarf: bool = True,
+    allow_mismatch: bool = False,
 ) -> SizeDiff:
     """Diff ``old`` against ``new``; ``mode`` is all, text, data+rodata or categories.
 
@@ -134,13 +136,15 @@ def diff_files(
         raise UsageError(f"unknown size mode {mode!r}; use one of {', '.join(MODES)}")
     fo, fn = read_elf(old), read_elf(new)
     mismatch = check_targets(fo, fn, allow_mismatch)
-    warnings = [f"{f.path}: no .symtab (stripped): no symbol is counted, as bloat-o-meter would" for f in (fo, fn) if f.symbols is None]
+    warnings = [f"{f.path}: no .symtab (stripped): no symbol is counted, as bloat-o-meter would"
+                for f in (fo, fn) if f.symbols is None]
     if compat:
         tables = tuple(C.compat_results(fo, fn, mode))  # bloat-o-meter's tables only: no sections, no families
         return SizeDiff(str(old), str(new), True, tables, (), (), None, None, tuple(warnings), mismatch)
     for f in (fo, fn):
         if f.symbols is None:
-            raise UsageError(f"{f.path}: no .symtab (stripped): nothing to compare symbol by symbol; give unstripped builds (a -dbg vmlinux)")
+            raise UsageError(f"{f.path}: no .symtab (stripped): nothing to compare symbol by symbol; "
+                             "give unstripped builds (a -dbg vmlinux)")
     so, sn = read_symbols(fo), read_symbols(fn)
     joined = _join(so, sn, KINDS)
     tables = tuple(_table(so, sn, m, joined) for m in MODES[mode])
@@ -150,7 +154,8 @@ def diff_files(
     families = _family_rows(groups, InlineView.of(idx_old), InlineView.of(idx_new))
     coverage = Coverage(_text_pct(so), _text_pct(sn), _inline_pct(idx_old), _inline_pct(idx_new))
     sections = _section_rows(so.sections, sn.sections)
-    return SizeDiff(str(old), str(new), False, tables, families, sections, coverage, inline_changes, tuple(warnings + more), mismatch)
+    return SizeDiff(str(old), str(new), False, tables, families, sections, coverage, inline_changes,
+                    tuple(warnings + more), mismatch)
 
 
 @dataclass(frozen=True)
@@ -187,7 +192,9 @@ def _label(j: _Joined, i: int, so: SymbolSet, sn: SymbolSet):
 
 def _name_hash(j: _Joined, so: SymbolSet, sn: SymbolSet, field: str = "name_hash") -> np.ndarray:
     a, b = getattr(so, field), getattr(sn, field)
-    return np.where(j.old_rep >= 0, a[np.maximum(j.old_rep, 0)] if len(a) else 0, b[np.maximum(j.new_rep, 0)] if len(b) else 0)
+    from_old = a[np.maximum(j.old_rep, 0)] if len(a) else 0
+    from_new = b[np.maximum(j.new_rep, 0)] if len(b) else 0
+    return np.where(j.old_rep >= 0, from_old, from_new)
 
 
 def _table(so: SymbolSet, sn: SymbolSet, mode: str, joined: _Joined) -> C.SymbolTable:
@@ -285,7 +292,8 @@ def _section_rows(uses_old, uses_new) -> tuple[SectionRow, ...]:
     rows = []
     for name in list(uo) + [n for n in un if n not in uo]:
         a, b = uo.get(name, empty), un.get(name, empty)
-        rows.append(SectionRow(name, a.kind or b.kind, a.size_bytes, b.size_bytes, a.symbol_bytes, b.symbol_bytes, a.covered_bytes, b.covered_bytes))
+        rows.append(SectionRow(name, a.kind or b.kind, a.size_bytes, b.size_bytes, a.symbol_bytes, b.symbol_bytes,
+                               a.covered_bytes, b.covered_bytes))
     return tuple(rows)
 
 
@@ -304,13 +312,15 @@ def _inline_indexes(fo: ElfFile, fn: ElfFile, dwarf: bool, chosen: tuple[np.ndar
     """(old index, new index, inline listing, warnings) over the ``chosen`` functions (``.symtab`` indices per
     file); indexes None where unavailable."""
     if not dwarf:
-        return None, None, None, ["DWARF not read (--no-dwarf): causes come from symbols alone; inlining is not detected"]
+        return None, None, None, ["DWARF not read (--no-dwarf): causes come from symbols alone; "
+                                  "inlining is not detected"]
     try:
         from perfab.size import inline
     except ImportError as err:
         return None, None, None, [f"inline causes unavailable: the DWARF reader could not be loaded ({err}); "
                                   "causes come from symbols alone"]
-    warnings = [f"{f.path}: no debug info: inlined/uninlined causes unavailable; build with -g" for f in (fo, fn) if not f.has_debug_info]
+    warnings = [f"{f.path}: no debug info: inlined/uninlined causes unavailable; build with -g"
+                for f in (fo, fn) if not f.has_debug_info]
     refused = {f.path: bomb for f in (fo, fn) if f.has_debug_info and (bomb := inflation_refused(f)) is not None}
     wanted = [(f.path, c) for f, c in zip((fo, fn), chosen) if f.has_debug_info and f.path not in refused]
     reads = _read_both(inline, wanted)
@@ -332,7 +342,9 @@ def _inline_indexes(fo: ElfFile, fn: ElfFile, dwarf: bool, chosen: tuple[np.ndar
                             "inline causes come from the other units only")
         indexes.append(index)
     io, ino = indexes
-    listing = inline.format_inline_changes(inline.compare_inlines(io, ino)) if io is not None and ino is not None else None
+    listing = None
+    if io is not None and ino is not None:
+        listing = inline.format_inline_changes(inline.compare_inlines(io, ino))
     return io, ino, listing, warnings
 
 

@@ -146,7 +146,8 @@ def read_elf(path: str | Path) -> ElfFile:
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file; give the path of an ELF binary or object") from None
     except (IsADirectoryError, PermissionError, ValueError, OSError) as err:
-        raise UsageError(f"{path}: cannot read it ({getattr(err, 'strerror', None) or err}); give a readable, non-empty ELF file") from None
+        why = getattr(err, "strerror", None) or err
+        raise UsageError(f"{path}: cannot read it ({why}); give a readable, non-empty ELF file") from None
     invalid = "not a valid ELF file (truncated or corrupt); rebuild or re-copy it"
     try:
         return _parse(str(path), data)
@@ -244,7 +245,8 @@ def _section_headers(data, end: str, wide: bool, shoff: int, entsize: int, shnum
     if shoff == 0:
         return np.zeros(0, dtype=dtype)
     if entsize != dtype.itemsize:
-        raise _Corrupt(f"section header entry size is {entsize} bytes, not the {dtype.itemsize} of ELF{64 if wide else 32}")
+        raise _Corrupt(f"section header entry size is {entsize} bytes, "
+                       f"not the {dtype.itemsize} of ELF{64 if wide else 32}")
     _span(data, "section header table", shoff, dtype.itemsize)
     if shnum == 0:  # extended numbering: the count lives in section 0's sh_size
         shnum = int(np.frombuffer(data, dtype=dtype, count=1, offset=shoff)["size"][0])
@@ -307,7 +309,8 @@ def _symbols(data, end: str, wide: bool, shdrs: np.ndarray, sections: tuple[Sect
     sh = shdrs[index]
     dtype = np.dtype([(n, end + k) for n, k in (_SYM64 if wide else _SYM32)])
     if int(sh["entsize"]) not in (0, dtype.itemsize):
-        raise _Corrupt(f"symbol table entry size is {int(sh['entsize'])} bytes, not the {dtype.itemsize} of ELF{64 if wide else 32}")
+        raise _Corrupt(f"symbol table entry size is {int(sh['entsize'])} bytes, "
+                       f"not the {dtype.itemsize} of ELF{64 if wide else 32}")
     count = int(sh["size"]) // dtype.itemsize
     syms = np.frombuffer(data, dtype=dtype, count=count, offset=int(sh["offset"]))[1:]
     link = int(sh["link"])
@@ -328,7 +331,8 @@ def _check_symbols(syms: np.ndarray, strings: bytes) -> None:
     bad = np.flatnonzero((names >= len(strings)) & (names != 0))
     if len(bad):
         j = int(bad[0])
-        raise _Corrupt(f"symbol {j + 1}'s name at offset {names[j]} lies outside its string table ({len(strings)} bytes)")
+        raise _Corrupt(f"symbol {j + 1}'s name at offset {names[j]} "
+                       f"lies outside its string table ({len(strings)} bytes)")
     big = np.flatnonzero(syms["size"] >= MAX_SIZE_BYTES) if syms.dtype["size"].itemsize == 8 else []
     if len(big):
         j = int(big[0])
@@ -363,7 +367,8 @@ def _extended_shndx(data, end: str, shdrs: np.ndarray, symtab_index: int, syms: 
         if len(match):
             k = int(match[0])
             if int(shdrs["size"][k]) < 4 * (len(syms) + 1):
-                raise _Corrupt(f"section {k} (SHT_SYMTAB_SHNDX) holds {int(shdrs['size'][k]) // 4} section indices for {len(syms) + 1} symbols")
+                raise _Corrupt(f"section {k} (SHT_SYMTAB_SHNDX) holds {int(shdrs['size'][k]) // 4} section indices "
+                               f"for {len(syms) + 1} symbols")
             ext = np.frombuffer(data, dtype=end + "u4", count=len(syms) + 1, offset=int(shdrs["offset"][k]))
             shndx[escaped] = ext[1:][escaped]
         else:
@@ -380,7 +385,8 @@ def _with_files(syms: np.ndarray, info: np.ndarray, shndx: np.ndarray, strings: 
     offsets = syms["name"].astype(np.int64)
     file_idx = np.flatnonzero(types == STT_FILE)
     owner = np.searchsorted(file_idx, np.arange(len(syms)), side="right") - 1
-    named = np.append(np.frombuffer(strings, dtype=np.uint8)[np.minimum(offsets[file_idx], max(len(strings) - 1, 0))] != 0, False)
+    first_bytes = np.frombuffer(strings, dtype=np.uint8)[np.minimum(offsets[file_idx], max(len(strings) - 1, 0))]
+    named = np.append(first_bytes != 0, False)
     named[:-1] &= offsets[file_idx] != 0
     owner = np.where((binds == STB_LOCAL) & named[owner], owner, -1)  # an empty FILE name ends a file's locals
     owner = np.where(owner >= 0, file_idx[np.maximum(owner, 0)] if len(file_idx) else -1, -1)

@@ -65,7 +65,8 @@ class SiteColumns:
         self.caller = _array(data, "func_name")[func]  # string id of each site's function
         self.symbol = _array(data, "func_symbol")[func]  # string id of the ELF symbol at each site's function
         self.parent = _array(data, "site_parent", "<i4")  # enclosing site's position, -1 at top level
-        self.rest = {key: _array(data, key) for key in ("site_file", "site_line", "site_exclusive", "site_inclusive", "site_linkage")}
+        self.rest = {key: _array(data, key)
+                     for key in ("site_file", "site_line", "site_exclusive", "site_inclusive", "site_linkage")}
 
     def sites(self) -> list[InlineSite]:
         """Every site, in DWARF order."""
@@ -257,7 +258,8 @@ def compare_inlines(old: InlineIndex, new: InlineIndex) -> list[InlineChange]:
     callee as well.
     """
     if old.columns is not None and new.columns is not None:
-        changes = [_native_change(*row) for row in _native().compare_sites(old.columns.data, new.columns.data, TOP_CALLERS)]
+        rows = _native().compare_sites(old.columns.data, new.columns.data, TOP_CALLERS)
+        changes = [_native_change(*row) for row in rows]
         changes.sort(key=lambda c: (-abs(c.inclusive_delta), -abs(c.sites_delta), c.callee))
         return changes
     t_old, t_new = _tally(old), _tally(new)

@@ -40,7 +40,8 @@ def _cut_line(what: str, cut: list, delta) -> str:
     up = sum(delta(x) for x in cut if delta(x) > 0)
     down = sum(delta(x) for x in cut if delta(x) < 0)
     biggest = max(abs(delta(x)) for x in cut)
-    return f"... {len(cut)} {what} cut (each |delta| <= {biggest}): up +{up}, down {down}, net {up + down:+d}; --limit 0 shows all"
+    return (f"... {len(cut)} {what} cut (each |delta| <= {biggest}): up +{up}, down {down}, net {up + down:+d}; "
+            "--limit 0 shows all")
 
 
 def _table_lines(t: C.SymbolTable, limit: int) -> list[str]:
@@ -71,11 +72,13 @@ def _sizes_lines(d: SizeDiff) -> list[str]:
 def _family_lines(d: SizeDiff, limit: int) -> list[str]:
     fams = list(d.families)
     kept, cut = _cut(fams, limit, lambda f: f.delta_bytes)
-    lines = ["", f"Families: {len(fams)} changed (clones, .cold parts and __pfx_/__cfi_ folded into their function; largest |delta| first)"]
+    lines = ["", f"Families: {len(fams)} changed (clones, .cold parts and __pfx_/__cfi_ folded into their function; "
+                 "largest |delta| first)"]
     lines += _cause_summary(fams)
     lines.append(f"{'Family':<{W}} {'old':>7} {'new':>7} {'delta':>7}  cause")
     for f in kept:
-        lines.append(f"{_fam_name(f, d):<{W}} {_n(f.old_bytes):>7} {_n(f.new_bytes):>7} {f.delta_bytes:+7d}  {f.cause.text}")
+        lines.append(f"{_fam_name(f, d):<{W}} {_n(f.old_bytes):>7} {_n(f.new_bytes):>7} {f.delta_bytes:+7d}  "
+                     f"{f.cause.text}")
         if len(f.members) > 1 or f.members[0].name != f.name:
             for m in f.members:
                 lines.append(f"{'  ' + m.name:<{W}} {_n(m.old_bytes):>7} {_n(m.new_bytes):>7} {m.delta_bytes:+7d}")
@@ -103,7 +106,8 @@ def _accounting_lines(d: SizeDiff, limit: int) -> list[str]:
     rows = [s for s in d.sections if s.delta_bytes or s.symbol_delta_bytes or s.overlap_delta_bytes]
     kept, cut = _cut(rows, limit, lambda s: s.delta_bytes)
     lines = ["", "Accounting: section delta = symbol deltas - overlap delta + bytes no symbol covers"]
-    lines.append(f"{'Section':<24} {'old':>10} {'new':>10} {'delta':>8} {'symbols':>8} {'overlap':>8} {'uncovered':>9}  check")
+    lines.append(f"{'Section':<24} {'old':>10} {'new':>10} {'delta':>8} {'symbols':>8} {'overlap':>8} "
+                 f"{'uncovered':>9}  check")
     for s in kept:
         ok = s.symbol_delta_bytes - s.overlap_delta_bytes + s.uncovered_delta_bytes == s.delta_bytes
         lines.append(
@@ -125,10 +129,12 @@ def _check_lines(d: SizeDiff) -> list[str]:
     kinds = {f.kind for f in d.families} or set(KINDS)
     sym_sum = sum(s.symbol_delta_bytes for s in d.sections if s.kind in kinds)
     verdict = "ok" if fam_sum == sym_sum else "MISMATCH (symbols outside any section, e.g. COMMON)"
-    lines.append(f"Families add up to {fam_sum:+d} bytes; symbol deltas of the sections they live in: {sym_sum:+d}: {verdict}")
+    lines.append(f"Families add up to {fam_sum:+d} bytes; "
+                 f"symbol deltas of the sections they live in: {sym_sum:+d}: {verdict}")
     c = d.coverage
     if c is not None:
-        text = f"Function symbols cover {c.old_text_pct:.1f}% (old) and {c.new_text_pct:.1f}% (new) of executable sections"
+        text = (f"Function symbols cover {c.old_text_pct:.1f}% (old) and {c.new_text_pct:.1f}% (new) "
+                "of executable sections")
         if c.old_inline_pct is not None or c.new_inline_pct is not None:
             text += (f"; inline ranges cover {_pct(c.old_inline_pct)} (old) and {_pct(c.new_inline_pct)} (new) "
                      "of the changed functions' bytes")
@@ -217,7 +223,8 @@ def _md_families(d: SizeDiff, limit: int) -> list[str]:
     out = ["| Family | old | new | delta | cause | members |", "|---|---:|---:|---:|---|---|"]
     for f in kept:
         members = ", ".join(f"{_md_code(m.name)} {m.delta_bytes:+d}" for m in f.members if len(f.members) > 1)
-        cells = [_md_code(_fam_name(f, d)), _n(f.old_bytes), _n(f.new_bytes), f"{f.delta_bytes:+d}", _md_text(f.cause.text), members]
+        cells = [_md_code(_fam_name(f, d)), _n(f.old_bytes), _n(f.new_bytes), f"{f.delta_bytes:+d}",
+                 _md_text(f.cause.text), members]
         out.append(f"| {' | '.join(cells)} |")
     if cut:
         out.append(f"| {_md_text(_cut_line('families', cut, lambda f: f.delta_bytes))} | | | | | |")

@@ -111,7 +111,8 @@ def read_symbols(f: E.ElfFile) -> SymbolSet:
     s = f.symbols
     if s is None:
         z = np.zeros(0, dtype=np.uint64)
-        return SymbolSet(f, idx, z, z, z, np.zeros(0, np.int64), np.zeros(0, np.uint8), aliases, _section_uses(f, kinds, idx))
+        return SymbolSet(f, idx, z, z, z, np.zeros(0, np.int64), np.zeros(0, np.uint8), aliases,
+                         _section_uses(f, kinds, idx))
     owner = s.file_owner[idx]
     has_file = owner >= 0
     both = K.name_hashes(s.strtab, np.concatenate((s.name_offset[idx], s.name_offset[owner[has_file]])))
@@ -220,7 +221,9 @@ def _covered(f: E.ElfFile, ndx: np.ndarray, sel: np.ndarray, n: int) -> np.ndarr
     return out
 
 
-def _offsets_in_section(value: np.ndarray, size: np.ndarray, base: np.ndarray, limit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _offsets_in_section(
+    value: np.ndarray, size: np.ndarray, base: np.ndarray, limit: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """[start, end) of each symbol's range as offsets into its section, clipped to [0, limit).
 
     uint64 throughout and no sum can wrap: an offset is only added to a size

@@ -223,7 +223,8 @@ def load_spec(path: str | Path) -> Experiment:
     try:
         text = p.read_text(encoding="utf-8-sig")  # UTF-8, with or without a byte-order mark
     except FileNotFoundError:
-        raise SpecError(f"{p}: no such spec file; pass the path of an experiment TOML (see examples/default.toml)") from None
+        raise SpecError(f"{p}: no such spec file; pass the path of an experiment TOML "
+                        "(see examples/default.toml)") from None
     except IsADirectoryError:
         raise SpecError(f"{p}: is a directory; pass the path of an experiment TOML file") from None
     except (OSError, UnicodeDecodeError) as e:

@@ -19,17 +19,15 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
-from typing import TYPE_CHECKING
+from perfab.metrics import Metric
+from perfab.plan import Params
 
 if TYPE_CHECKING:  # numpy is imported where columns are built: listing a store must not pay for it
     from perfab.store.columns import RunTable, Samples
 
 ORDER_STRIDE = 10_000_000  # a run's position in time: session * ORDER_STRIDE + plan position
-
-from perfab.metrics import Metric
-from perfab.plan import Params
 
 
 @dataclass(frozen=True)

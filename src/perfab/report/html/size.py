@@ -77,8 +77,8 @@ def _cut(items: list, limit: int, delta) -> tuple[list, str]:
     keep = set(sorted(range(len(items)), key=lambda i: -abs(delta(items[i])))[:limit])
     rest = [delta(x) for i, x in enumerate(items) if i not in keep]
     up, down = sum(x for x in rest if x > 0), sum(x for x in rest if x < 0)
-    return [x for i, x in enumerate(items) if i in keep], (f"{len(rest)} more not shown (up +{up}, down {down}, net {up + down:+d}); "
-                           "--limit 0 shows all")
+    note = f"{len(rest)} more not shown (up +{up}, down {down}, net {up + down:+d}); --limit 0 shows all"
+    return [x for i, x in enumerate(items) if i in keep], note
 
 
 def _totals(d: SizeDiff) -> str:

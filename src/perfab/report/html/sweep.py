@@ -91,7 +91,8 @@ def _sweep_delta(points: list[tuple[str, list[Row]]], param: str, confidence: fl
     ys = Scale(*domain(ends, include=(0.0, -margin, margin)), height - 30, 22)
     body = [rect(LEFT, ys(margin), WIDTH - RIGHT - LEFT, ys(-margin) - ys(margin), "margin"),
             y_axis(ys, LEFT, WIDTH - RIGHT, fmt=rel_ticks),
-            _category_axis(xs, [v for v, _ in points], height - 30, param), line(LEFT, ys(0), WIDTH - RIGHT, ys(0), "zero")]
+            _category_axis(xs, [v for v, _ in points], height - 30, param),
+            line(LEFT, ys(0), WIDTH - RIGHT, ys(0), "zero")]
     for p, (_, rows) in enumerate(points):
         for i, r in enumerate(rows):
             e = r.estimate
@@ -102,7 +103,8 @@ def _sweep_delta(points: list[tuple[str, list[Row]]], param: str, confidence: fl
             body.append(line(x, ys.clamp(max(e.lo, -1.0)), x, ys.clamp(e.hi), f"ci {cls}"))
             body.append(dots([(x, ys.clamp(e.delta))], f"big {cls}"))
             body.append(text(x + 5, ys.clamp(e.delta) - 5, r.verdict, "mark"))
-    body.append(text(LEFT, 12, f"delta per variant, {fmt_pct(confidence, digits=3)} interval; band = +-margin", "caption"))
+    caption = f"delta per variant, {fmt_pct(confidence, digits=3)} interval; band = +-margin"
+    body.append(text(LEFT, 12, caption, "caption"))
     return figure(WIDTH, height, "".join(body), f"delta of {points[0][1][0].label} against {param}")
 
 

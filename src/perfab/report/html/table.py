@@ -31,7 +31,8 @@ def verdict_table(a: Analysis, rows: list[Row], anchors: dict, sweep: bool) -> s
     """Two sides: Metric, Baseline, Experiment, Delta, interval, Sig; more: each side as % of the baseline."""
     if len(a.variants) == 1:
         head = ["Metric", *(["Point"] if sweep else []), f"Baseline<br><small>{esc(a.baseline)}</small>",
-                f"Experiment<br><small>{esc(a.variants[0])}</small>", "Delta", f"{fmt_pct(a.confidence, digits=3)} interval", "Sig"]
+                f"Experiment<br><small>{esc(a.variants[0])}</small>", "Delta",
+                f"{fmt_pct(a.confidence, digits=3)} interval", "Sig"]
         body = [_two_side_row(r, anchors, sweep) for r in rows]
     else:
         head = ["Metric", *(["Point"] if sweep else []), f"{esc(a.baseline)}<br><small>baseline</small>"]
@@ -112,7 +113,8 @@ def problems(section: Section) -> str:
 def setup(doc: Report) -> str:
     """The SETUP block, line for line as the text report prints it (wrapped to 80 columns)."""
     lines = wrap_all(doc.setup, "    ")
-    return f'<pre class="setup">{esc(chr(10).join(line[2:] if line.startswith("  ") else line for line in lines))}</pre>'
+    shown = "\n".join(line[2:] if line.startswith("  ") else line for line in lines)
+    return f'<pre class="setup">{esc(shown)}</pre>'
 
 
 def env_differences(a: Analysis) -> str:

@@ -43,7 +43,8 @@ from perfab.specfile.kinds import Bool, Choice, Integer, Strings
 from perfab.specfile.schema import ACCELS, GUEST_ROOTS, BackendKeys, Key
 
 REQUEST, RESULT = "guest-request.json", "guest-result.json"
-LAUNCHER_STDERR = "guest-launcher-stderr"  # the runner writes the launcher's stderr tail here (guest perf's rows end it)
+# the runner writes the launcher's stderr tail here (guest perf's rows end it)
+LAUNCHER_STDERR = "guest-launcher-stderr"
 DEFAULT_GEOMETRY = {"l1i": "32K,8,64", "l1d": "32K,8,64", "ll": "8M,16,64"}
 SIMULATION_NOTE = ("counts from perfab's QEMU TCG plugin over the workload's window: instructions and simulated "
                    "caches, branches and coherence of the emulated CPU, not of real hardware")
