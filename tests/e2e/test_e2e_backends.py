@@ -75,13 +75,13 @@ def test_cachegrind_inlined_build_runs_fewer_instructions_and_misses_more_i1(loc
     assert code == 0, err
     second = rows(db, "unlock-inline-cachegrind")
     for metric in ("instructions", "I1 misses"):
-        # Two sessions pooled: each side's two counts agree within a few hundred instructions of 1.5 M
-        # (the workload formats a clock-derived rate with printf, and ld.so's work depends on the
+        # Two sessions of two runs pooled: each side's four counts agree within a few hundred instructions of
+        # 1.5 M (the workload formats a clock-derived rate with printf, and ld.so's work depends on the
         # environment and the randomized stack): far below the 6% the change makes.
         for side in ("base_values", "exp_values"):
             values = second[metric][side]
-            assert len(values) == 2
-            assert abs(values[0] - values[1]) <= 5e-4 * values[0], (metric, values)
+            assert len(values) == 4
+            assert max(values) - min(values) <= 5e-4 * min(values), (metric, values)
         assert second[metric]["verdict"] == "**"
 
 
