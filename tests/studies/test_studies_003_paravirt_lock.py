@@ -19,10 +19,12 @@ def rows(tmp_path_factory) -> dict:
 
 
 def counts(rows: dict, variant: str, metric: str) -> tuple[float, float]:
-    """(baseline count, this variant's count): one run each, deterministic."""
+    """(baseline count, this variant's count): the mean of each side's two runs, which agree within a few counts
+    (ld.so's work depends on the environment)."""
     r = rows[(variant, metric)]
-    (base,), (exp,) = r["base_values"], r["exp_values"]
-    return base, exp
+    base, exp = r["base_values"], r["exp_values"]
+    assert len(base) == len(exp) == 2 and max(base) - min(base) < SLACK and max(exp) - min(exp) < SLACK, (base, exp)
+    return sum(base) / 2, sum(exp) / 2
 
 
 def test_every_side_does_the_same_work(rows):
@@ -39,12 +41,13 @@ def test_the_indirect_path_adds_two_predicted_indirect_calls_per_pair(rows):
     # every call after the first, so mispredicts stay where the direct build has them.
     base, exp = counts(rows, "indirect", "indirect mispredicts")
     assert abs(exp - base) < SLACK
-    assert rows[("indirect", "branch mispredicts")]["verdict"] == "flat"
+    # mispredicts move by a few with the layout from run to run: not exact, so ranked, and never a change
+    assert rows[("indirect", "branch mispredicts")]["verdict"] in ("flat", "ns")
 
 
 def test_inlining_removes_the_calls_and_no_branch(rows):
     assert rows[("inline", "instructions")]["verdict"] == "**" and rows[("inline", "instructions")]["delta"] < -0.1
     base, exp = counts(rows, "inline", "branches")
     assert abs(exp - base) < SLACK  # cachegrind counts conditional and indirect branches; direct calls are neither
-    assert rows[("inline", "branch mispredicts")]["verdict"] == "flat"
+    assert rows[("inline", "branch mispredicts")]["verdict"] in ("flat", "ns")
     assert rows[("inline", "D1 refs")]["verdict"] == "**" and rows[("inline", "D1 refs")]["delta"] < 0
