@@ -63,42 +63,45 @@ _BRANCHES = {  # metric base -> the launcher's counts summed (cachegrind's event
 _PRIV = {"user": "u", "kernel": "k"}
 
 
+GUEST_KEYS = BackendKeys((  # the [measure] keys the guest backend reads
+    Key("vcpus", Integer(1, 64), 1, 'guest backend: virtual CPUs of each guest, 1..64.'),
+    Key("memory", Integer(64, 65536), 512, "guest backend: guest memory in MiB, 64..65536.", field="memory_mb"),
+    Key("accel", Choice(ACCELS), "auto",
+        f"guest backend: {', '.join(ACCELS)}; auto uses KVM when a short probe boot works, else TCG."),
+    Key("files", Strings(), (),
+        "guest backend: host files copied into each guest at the same path (the workload's program and its "
+        "libraries are copied without asking): regular files or directories of them, 256 MiB in all and at most "
+        "half the guest's memory."),
+    Key("vmstat", Strings(checks.vmstat_rows), (),
+        'guest backend: /proc/vmstat rows counted over each run in the guest, e.g. ["pgfault"]: vmstat.pgfault.'),
+    Key("root", Choice(GUEST_ROOTS), "initramfs",
+        'guest backend: what the guest runs from: "initramfs" (the workload\'s and its server\'s programs, '
+        'their libraries and files, copied in: only these bytes, the same on every side) or "host" (this '
+        "machine's root filesystem, read-only over virtio-9p with a tmpfs for writes: scripts, installed "
+        "benchmarks and servers run unchanged)."),
+    Key("cache_sim", Bool(), False,
+        "guest backend under TCG: simulate L1i, L1d and LL (geometry from l1i, l1d, ll, else 32K,8,64 / "
+        "32K,8,64 / 8M,16,64), split user/kernel."),
+    Key("coherence", Bool(), False,
+        "guest backend under TCG: a private L1d per vCPU kept coherent by MESI: HITM (transfers of a line "
+        "modified by another vCPU) and invalidations, split user/kernel, by kernel symbol and by data line."),
+    Key("guest_counters", Strings(), (),
+        'guest backend under KVM: perf events counted by perf stat inside the guest on the vPMU (-cpu '
+        'host,pmu=on), e.g. ["cycles:u", "instructions:k"]; grouped within max_events_per_run (default: '
+        "the host's usable counters), never multiplexed."),
+    Key("size", Bool(), False,
+        "guest backend, kernels built from source: `perfab size` on each side's vmlinux against the baseline's "
+        "when the session begins, stored with it and printed in the report's SIZE block (inline causes when "
+        "the kernels are built with DEBUG_INFO)."),
+), fix=" (with [variant.kernel] sides)", borrows=("l1i", "l1d", "ll"), borrows_when="cache_sim",
+    shares=("branch_sim",))
+
+
 class GuestBackend(Declares):
     """Boots the side's kernel for every run; see the module docstring."""
 
     name = "guest"
-    measure_keys = BackendKeys((
-        Key("vcpus", Integer(1, 64), 1, 'guest backend: virtual CPUs of each guest, 1..64.'),
-        Key("memory", Integer(64, 65536), 512, "guest backend: guest memory in MiB, 64..65536.", field="memory_mb"),
-        Key("accel", Choice(ACCELS), "auto",
-            f"guest backend: {', '.join(ACCELS)}; auto uses KVM when a short probe boot works, else TCG."),
-        Key("files", Strings(), (),
-            "guest backend: host files copied into each guest at the same path (the workload's program and its "
-            "libraries are copied without asking): regular files or directories of them, 256 MiB in all and at most "
-            "half the guest's memory."),
-        Key("vmstat", Strings(checks.vmstat_rows), (),
-            'guest backend: /proc/vmstat rows counted over each run in the guest, e.g. ["pgfault"]: vmstat.pgfault.'),
-        Key("root", Choice(GUEST_ROOTS), "initramfs",
-            'guest backend: what the guest runs from: "initramfs" (the workload\'s and its server\'s programs, '
-            'their libraries and files, copied in: only these bytes, the same on every side) or "host" (this '
-            "machine's root filesystem, read-only over virtio-9p with a tmpfs for writes: scripts, installed "
-            "benchmarks and servers run unchanged)."),
-        Key("cache_sim", Bool(), False,
-            "guest backend under TCG: simulate L1i, L1d and LL (geometry from l1i, l1d, ll, else 32K,8,64 / "
-            "32K,8,64 / 8M,16,64), split user/kernel."),
-        Key("coherence", Bool(), False,
-            "guest backend under TCG: a private L1d per vCPU kept coherent by MESI: HITM (transfers of a line "
-            "modified by another vCPU) and invalidations, split user/kernel, by kernel symbol and by data line."),
-        Key("guest_counters", Strings(), (),
-            'guest backend under KVM: perf events counted by perf stat inside the guest on the vPMU (-cpu '
-            'host,pmu=on), e.g. ["cycles:u", "instructions:k"]; grouped within max_events_per_run (default: '
-            "the host's usable counters), never multiplexed."),
-        Key("size", Bool(), False,
-            "guest backend, kernels built from source: `perfab size` on each side's vmlinux against the baseline's "
-            "when the session begins, stored with it and printed in the report's SIZE block (inline causes when "
-            "the kernels are built with DEBUG_INFO)."),
-    ), fix=" (with [variant.kernel] sides)", borrows=("l1i", "l1d", "ll"), borrows_when="cache_sim",
-        shares=("branch_sim",))
+    measure_keys = GUEST_KEYS
     required = ()
     wraps_workload = True  # the executed command is the launcher: wait4's rusage is QEMU's
     own_interrupts = True  # measure.interrupts are read inside the guest
