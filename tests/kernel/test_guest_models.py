@@ -299,8 +299,13 @@ def test_per_cpu_data_is_named_by_variable_and_cpu(share, branchy):
     per_cpu = tcg.percpu_symbols(symbols)
     assert per_cpu and tcg.percpu_table(tcg.data_symbols(symbols)) is not None
     size = per_cpu[-1][0]
+    # a line at CPU 1's copy of runqueues is named so, by the bases the guest gave and its per-CPU symbols
+    offset = dict((name, off) for off, name in per_cpu)["runqueues"]
+    line = tcg.DataLine(bases[1] + offset + 0x40, 0, 1, 0, (0, 1))
+    [(name, _)] = tcg.name_lines(tcg.data_symbols(symbols), (line,), per_cpu, tuple(bases))
+    assert name == "runqueues+0x40 [cpu1]"
+    # and every line the model saw in a per-CPU area (the tick's, when one falls in a window) is named by its CPU
     inside = [d for d in share["hitm_lines"] if any(b <= d["vaddr"] < b + size for b in bases)]
-    assert inside, [d["line"] for d in share["hitm_lines"]]  # the tick and the scheduler write per-CPU data
     for d in inside:
         cpu = next(i for i, b in enumerate(bases) if b <= d["vaddr"] < b + size)
         name, _, where = d["line"].rpartition(" ")
