@@ -128,7 +128,9 @@ def test_a_look_counts_the_margin_as_the_sorted_differences_do(kind, rounds):
         below, above = int(np.searchsorted(d, up, "right")), len(d) - int(np.searchsorted(d, down, "left"))
         n, m = len(base), len(exp)
         assert positive
-        assert got.pi == min(1.0, 2 * rci._u_tail(below, n, m), 2 * rci._u_tail(above, n, m))
+        counted = min(1.0, 2 * rci._u_tail(below, n, m), 2 * rci._u_tail(above, n, m))
+        # a look widened for serial correlation (factor > 1) is only more cautious than the counts alone
+        assert got.pi == counted if got.factor == 1 else got.pi >= counted
     assert got.lo <= got.delta <= got.hi
 
 
