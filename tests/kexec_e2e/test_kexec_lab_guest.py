@@ -72,6 +72,8 @@ def _needs() -> str | None:
             return f"{tool} is not installed (make sysdeps)"
     if IMAGE is None:
         return "Debian's 6.1 kernel is not in /boot"
+    if REPO.resolve().parts[1:2] in (("tmp",), ("run",)):
+        return f"the checkout is under /{REPO.resolve().parts[1]}, where the lab guest mounts a tmpfs over the host's"
     if not (REPO / "build" / "syscalls").is_file() or not PERFAB.is_file():
         return "the workloads are not built (make workloads) or perfab is not installed in a virtualenv"
     return None
