@@ -262,10 +262,10 @@ def name_lines(data: list[tuple[int, str]], lines: tuple[DataLine, ...], percpu:
     ``DATA_SLACK`` of the last), as ``symbol+0xOFF [cpuN]`` when it falls in CPU N's per-CPU area (``bases``:
     each CPU's ``__per_cpu_offset``, ``percpu``: the variables' offsets), else as its raw virtual address (user
     memory, slab objects)."""
-    addrs = [a for a, _ in data]
+    addrs, offsets = [a for a, _ in data], [o for o, _ in percpu]
     named = []
     for line in lines:
-        name = _percpu_name(percpu, bases, line.vaddr)
+        name = _percpu_name(percpu, offsets, bases, line.vaddr)
         if name is None:
             i = bisect.bisect_right(addrs, line.vaddr) - 1
             inside = i >= 0 and line.vaddr < addrs[-1] + DATA_SLACK
@@ -274,14 +274,16 @@ def name_lines(data: list[tuple[int, str]], lines: tuple[DataLine, ...], percpu:
     return named
 
 
-def _percpu_name(percpu: list[tuple[int, str]], bases: tuple[int, ...], vaddr: int) -> str | None:
-    """``symbol+0xOFF [cpuN]`` for an address inside CPU N's copy of the per-CPU variables, else None."""
+def _percpu_name(percpu: list[tuple[int, str]], offsets: list[int], bases: tuple[int, ...],
+                 vaddr: int) -> str | None:
+    """``symbol+0xOFF [cpuN]`` for an address inside CPU N's copy of the per-CPU variables (``offsets``: theirs,
+    sorted), else None."""
     if not percpu:
         return None
-    end = percpu[-1][0] + DATA_SLACK
+    end = offsets[-1] + DATA_SLACK
     for cpu, base in enumerate(bases):
         if base <= vaddr < base + end:
-            i = bisect.bisect_right([o for o, _ in percpu], vaddr - base) - 1
+            i = bisect.bisect_right(offsets, vaddr - base) - 1
             if i >= 0:
                 return f"{percpu[i][1]}+{vaddr - base - percpu[i][0]:#x} [cpu{cpu}]"
     return None
