@@ -8,7 +8,7 @@ import pytest
 from cachegrind_helpers import execute
 
 from perfab.errors import ToolError, UsageError
-from perfab.run.backends.cache_geometry import host_geometry, resolve_geometry
+from perfab.machine.caches import host_geometry, resolve_geometry
 from perfab.run.backends.cachegrind import SIMULATION_NOTE, CachegrindBackend, valgrind_version
 
 METRICS = {"instructions", "I1 misses", "D1 misses", "LL misses", "I1 MPKI", "D1 refs"}

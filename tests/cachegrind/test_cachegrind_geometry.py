@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from perfab.errors import ToolError, UsageError
-from perfab.run.backends.cache_geometry import (
+from perfab.machine.caches import (
     SYSFS_CACHE,
     CacheLevel,
     format_size,

@@ -2,10 +2,11 @@
 branches on a backend's name.
 
 The registry (``perfab.run.backends.BACKENDS``) is listed, and every class in
-it is checked for each declaration in ``base.DECLARED``, its ``[measure]``
-keys among them, which the spec's schema asks of the registry at use; the
-spec's rules, the analysis and the report are shown to follow the
-declarations.  The source of the package outside ``run/backends/`` is read
+it is checked to carry its declaration (``perfab.specfile.backends``), its
+``[measure]`` keys among them, which the spec's schema reads; the spec's
+rules, the analysis and the report are shown to follow the declarations.
+The source of the package outside the two halves of a backend
+(``run/backends/`` and ``specfile/backends.py``) is read
 with ``ast``: for comparisons with a backend name, and for any string equal
 to one that is not plainly something else (a literal grep would also find
 ``perf`` the profiler and ``guest`` the kallsyms source, which are not
@@ -15,6 +16,7 @@ backends).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import pkgutil
 from pathlib import Path
@@ -25,6 +27,7 @@ import perfab
 import perfab.run.backends as registry
 from perfab.errors import SpecError, UsageError
 from perfab.run.backends.base import DECLARED, Declares
+from perfab.specfile import backends as declarations
 from perfab.specfile import parse_spec
 from perfab.specfile.schema import TABLES, keys_by_backend
 
@@ -53,9 +56,10 @@ def test_the_registry_lists_every_backend_by_its_name_with_the_default_first():
 @pytest.mark.parametrize("name", sorted(registry.BACKENDS))
 def test_each_backend_declares_everything(name):
     cls = registry.BACKENDS[name]
-    for attr, kind in DECLARED.items():
-        assert hasattr(cls, attr), f"backend {name!r} does not declare {attr}"
-        assert isinstance(getattr(cls, attr), kind), f"backend {name!r}: {attr} is not {kind}"
+    assert cls.declaration is declarations.DECLARATIONS[name]
+    for attr in DECLARED:
+        if attr != "counted":
+            assert getattr(cls, attr) == getattr(cls.declaration, attr), f"backend {name!r}: {attr} is not declared"
     for method in ("from_measure", "counted", "groups", "wrap", "collect", "metric_info", "preflight", "prepare",
                    "for_side", "plan_lines", "service_counter", "side_sources"):
         assert callable(getattr(cls, method, None)), f"backend {name!r} has no {method}"
@@ -97,15 +101,15 @@ def test_every_backend_class_in_the_package_is_registered():
     for info in pkgutil.iter_modules([str(package)]):
         module = importlib.import_module(f"perfab.run.backends.{info.name}")
         for value in vars(module).values():
-            if isinstance(value, type) and value.__module__ == module.__name__ and isinstance(
-                    vars(value).get("name"), str) and "wrap" in vars(value) and "groups" in vars(value):
+            if isinstance(value, type) and value.__module__ == module.__name__ and "declaration" in vars(
+                    value) and "from_measure" in vars(value):
                 found.add(value)
     assert found and found <= set(registry.BACKENDS.values()), found - set(registry.BACKENDS.values())
 
 
 def test_an_unknown_stored_backend_is_a_one_line_error():
     with pytest.raises(UsageError, match="unknown measurement backend 'nope'.*knows time"):
-        registry.declared("nope")
+        declarations.declared("nope")
 
 
 def test_the_spec_asks_the_backend_whether_it_counts_a_service(monkeypatch):
@@ -114,7 +118,8 @@ def test_the_spec_asks_the_backend_whether_it_counts_a_service(monkeypatch):
     with pytest.raises(SpecError, match=r'workload\[0\].service.counters: counts with perf stat; '
                                         r'set \[measure\] backend = "perf" or remove service.counters'):
         parse_spec(text, "s.toml")
-    monkeypatch.setattr(registry.BACKENDS["time"], "counts_service", "a counter of its own")
+    monkeypatch.setitem(declarations.DECLARATIONS, "time",
+                        dataclasses.replace(declarations.TIME, counts_service="a counter of its own"))
     assert parse_spec(text, "s.toml").workloads[0].service.counters == "pids"
 
 
@@ -123,7 +128,7 @@ def test_the_spec_asks_the_backend_whether_its_sides_boot_kernels(monkeypatch):
     text = SPEC.replace('name = "a"\n', 'name = "a"\n' + kernel).replace('name = "b"\n', 'name = "b"\n' + kernel)
     with pytest.raises(SpecError, match='boot a guest for each run; set \\[measure\\] backend = "guest"'):
         parse_spec(text, "s.toml")
-    monkeypatch.setattr(registry.BACKENDS["time"], "boots_kernels", True)
+    monkeypatch.setitem(declarations.DECLARATIONS, "time", dataclasses.replace(declarations.TIME, boots_kernels=True))
     assert parse_spec(text, "s.toml").variants[0].kernel is not None
 
 
@@ -134,7 +139,8 @@ def test_the_report_asks_the_backend_what_it_counted(monkeypatch):
         backend, groups = "perf", (("cycles", "instructions"), ("branches",))
 
     assert counted(Stored()) == "perf stat, one group per run: cycles,instructions | branches"
-    monkeypatch.setattr(registry.BACKENDS["perf"], "counted", classmethod(lambda cls, groups: "its own words"))
+    monkeypatch.setitem(declarations.DECLARATIONS, "perf",
+                        dataclasses.replace(declarations.PERF, counted=lambda groups: "its own words"))
     assert counted(Stored()) == "its own words"
 
 
@@ -157,7 +163,7 @@ def test_no_module_outside_the_backends_branches_on_a_backend_name():
     names = set(registry.BACKENDS)
     found = []
     for path in sorted(ROOT.rglob("*.py")):
-        if (ROOT / "run" / "backends") in path.parents:
+        if (ROOT / "run" / "backends") in path.parents or path == ROOT / "specfile" / "backends.py":
             continue
         hits = _branches_on_a_backend_name(ast.parse(path.read_text()), names)
         found += [f"{path.relative_to(ROOT)}:{hit}" for hit in hits]
@@ -214,7 +220,7 @@ def test_no_backend_name_is_written_outside_the_backends():
     names = set(registry.BACKENDS)
     found, excused = [], set()
     for path in sorted(ROOT.rglob("*.py")):
-        if (ROOT / "run" / "backends") in path.parents:
+        if (ROOT / "run" / "backends") in path.parents or path == ROOT / "specfile" / "backends.py":
             continue
         module = path.relative_to(ROOT).as_posix()
         for function, line in _backend_strings(ast.parse(path.read_text()), names):

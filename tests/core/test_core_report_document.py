@@ -26,7 +26,7 @@ from perfab.report import render
 from perfab.report.document import FORMAT_VERSION, document, mark
 from perfab.report.formats import CSV_FIELDS
 from perfab.report.schema import HISTORY, SCHEMA, markdown, schema_json
-from perfab.run.backends import TimeBackend, backend_type
+from perfab.specfile.backends import TIME, stored
 from perfab.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -329,12 +329,12 @@ def test_a_diagnostic_is_shown_by_its_kind_not_its_wording(sweep_db):
 
 
 def test_backends_describe_what_they_counted():
-    assert backend_type("perf").counted((("cycles", "instructions"), ("branches",))) == \
+    assert stored("perf").counted((("cycles", "instructions"), ("branches",))) == \
         "perf stat, one group per run: cycles,instructions | branches"
-    assert "cachegrind" in backend_type("cachegrind").counted(((),))
-    assert "QEMU" in backend_type("guest").counted(((),))
-    assert backend_type("time") is TimeBackend and backend_type("a-backend-from-a-newer-perfab") is TimeBackend
-    assert TimeBackend.counted(((),)) == "wall/user/sys time, max RSS, context switches (wait4 rusage)"
+    assert "cachegrind" in stored("cachegrind").counted(((),))
+    assert "QEMU" in stored("guest").counted(((),))
+    assert stored("time") is TIME and stored("a-backend-from-a-newer-perfab") is TIME
+    assert TIME.counted(((),)) == "wall/user/sys time, max RSS, context switches (wait4 rusage)"
 
 
 def test_setup_says_what_the_backend_counted(db):

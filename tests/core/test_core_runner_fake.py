@@ -16,6 +16,7 @@ from perfab.plan import make_plan
 from perfab.report import render
 from perfab.run.backends import SameForEverySide
 from perfab.specfile import parse_spec
+from perfab.specfile.backends import TIME
 
 
 def _counting(outcomes: dict[int, FakeOutcome], default: FakeOutcome = FakeOutcome(wall_s=1.0), hook=None):
@@ -294,13 +295,8 @@ def test_external_side_detection_must_match_exactly_one(db):
     assert store.experiments() == []
 
 
-class _FlakyTool(SameForEverySide):
+class _FlakyTool(SameForEverySide, declaration=TIME):
     """A backend whose tool loses every third run's readings, as perf stat 6.1 loses a short workload's status."""
-
-    name = "time"
-    wraps_workload = False
-    own_interrupts = False
-    simulated = False
 
     def __init__(self):
         self.calls = 0

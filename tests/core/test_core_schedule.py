@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from collections import Counter
 from types import SimpleNamespace
@@ -16,6 +17,7 @@ from perfab.run.preflight import preflight
 from perfab.run.schedule import (EnterCell, LeaveCell, Look, Run, WorkloadSetup, WorkloadTeardown, new_schedule,
                                  stretch)
 from perfab.specfile import parse_spec
+from perfab.specfile.backends import TIME
 
 SEQUENTIAL = """
 [experiment]
@@ -152,13 +154,9 @@ def test_preflight_checks_every_cell_of_the_schedule(tmp_path):
         preflight(only_b, new_schedule(only_b, None, 1, {}), lambda v: {"PATH": "/usr/bin:/bin"})
 
 
-class _LastWords(SameForEverySide):
+class _LastWords(SameForEverySide, declaration=dataclasses.replace(TIME, name="lastwords")):
     """A backend that reads the run's stderr tail from the scratch file it names."""
 
-    name = "lastwords"
-    wraps_workload = False
-    own_interrupts = False
-    simulated = False
     stderr_file = "tool-stderr"
 
     def __init__(self):

@@ -120,16 +120,14 @@ def test_derive_checks_across_keys_and_moves_a_lost_baseline():
 
 def test_a_declared_backend_owns_its_keys(monkeypatch):
     """A backend registered with its own key is accepted by name, reads its key, and other backends refuse it."""
-    import perfab.run.backends as registry
+    from perfab.specfile import backends as declarations
     from perfab.specfile.kinds import Integer
     from perfab.specfile.schema import BackendKeys, Key
 
-    class Rapl(registry.BACKENDS["time"]):
-        name = "rapl"
-        measure_keys = BackendKeys((Key("rapl_domains", Integer(1, 8), 1, "RAPL domains read."),))
-
+    rapl = dataclasses.replace(declarations.TIME, name="rapl", measure_keys=BackendKeys((
+        Key("rapl_domains", Integer(1, 8), 1, "RAPL domains read."),)))
     with monkeypatch.context() as patched:
-        patched.setitem(registry.BACKENDS, "rapl", Rapl)
+        patched.setitem(declarations.DECLARATIONS, "rapl", rapl)
         assert TABLES["measure"][-1].name == "rapl_domains"
         exp = parse_spec(two_sides(extra='\n[measure]\nbackend = "rapl"\nrapl_domains = 2\n'), "r.toml")
         assert (exp.measure.backend, exp.measure.options) == ("rapl", {"rapl_domains": 2})

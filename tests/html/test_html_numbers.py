@@ -15,7 +15,7 @@ from html_helpers import LOCKBENCH, TWO, analysis_of, lockbench, parse, run_fake
 from perfab.report import render
 from perfab.report.document import document
 from perfab.report.html import render_html
-from perfab.report.numbers import fmt_pct, fmt_rel, rel_ticks
+from perfab.units import fmt_pct, fmt_rel, rel_ticks
 
 SCIENTIFIC = re.compile(r"\d[eE][+-]\d")
 

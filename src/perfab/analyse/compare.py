@@ -58,11 +58,12 @@ from perfab.analyse.verdicts import (Verdict, basis_note, grid_pair, method_for,
                                      verdict)  # (re-exported)
 from perfab.errors import UsageError
 from perfab.metrics import RUSAGE, Metric, resolve
-from perfab.run.backends import DEFAULT, declared
+from perfab.specfile.backends import DEFAULT, declared
 from perfab.specfile import Experiment, MetricSpec, parse_spec
 from perfab.specfile.stored import definitions
 from perfab.store import Dataset, Params, Session, Store
 from perfab.store.columns import groups
+from perfab.units import fmt_pct
 
 
 def analyse(store: Store, name: str | None = None, alpha: float | None = None, confidence: float | None = None,
@@ -435,7 +436,6 @@ def _resolution_warning(est: Estimate, margin: float, verdict_: Verdict) -> tupl
 
 
 def _pct(x: float) -> str:
-    from perfab.report.numbers import fmt_pct  # the report's one percentage format (no "1e+02%")
 
     return fmt_pct(x)
 

@@ -29,6 +29,7 @@ from scipy import stats
 from perfab.analyse.grid import resolution, under_one_step
 from perfab.analyse.pairs import Pairs, triangle_quantiles
 from perfab.analyse.ranks import hl_rank, rank_sum_p
+from perfab.units import fmt_pct
 
 RATIO, SHIFT_MEDIAN, ABSOLUTE = "ratio", "shift/median", "absolute"
 
@@ -248,7 +249,6 @@ class AssumeExact:
         if unchecked:
             warnings.append(UNCHECKED_NOTE)
         if spread_ > EXACT_TOLERANCE:
-            from perfab.report.numbers import fmt_pct
 
             warnings.append(f"values vary within a side (by {fmt_pct(spread_)}): the exact method assumes "
                             "deterministic counts")
@@ -385,7 +385,6 @@ def get_method(name: str):
 
 def _level(confidence: float) -> str:
     """A confidence level as the report prints it (``95%``, ``99.5%``)."""
-    from perfab.report.numbers import fmt_pct  # the report's one percentage format
 
     return fmt_pct(confidence, digits=3)
 

@@ -80,6 +80,7 @@ from perfab.analyse.multiplicity import MULTIPLE, adjust_anytime, holm_weights
 from perfab.analyse.rci import Look, look
 from perfab.analyse.spending import SPENDING, boundaries, level_table, nominal, repeated_p
 from perfab.errors import UsageError
+from perfab.units import fmt_pct
 
 POWER_Z = 0.8416212335729143  # z of 80% power, for the minimum detectable effect
 
@@ -266,7 +267,6 @@ class _Looks:
             return RowDecision(row.key, state, reason, None, p, q, None, None)
         mde = _mde(row, looks[-1], self.design)
         if state == "ns" and mde is not None:
-            from perfab.report.numbers import fmt_pct
 
             reason += f"; minimum detectable effect at this noise {fmt_pct(mde)}"
         decided = next((self.schedule[k] for k in range(j + 1) if self.state(i, k)[0] == state),

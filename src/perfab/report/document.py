@@ -23,7 +23,9 @@ from perfab.analyse.model import Analysis, Row, WorkloadInfo, compared
 from perfab.analyse.verdicts import Verdict
 from perfab.report.lines import clip
 from perfab.report.notes import FOLDED, KEY, MISSING, Note, diagnostic_rank, diagnostic_topic
-from perfab.report.numbers import fmt_pct, measured_rows, noise_range
+from perfab.report.numbers import measured_rows, noise_range
+from perfab.specfile.backends import stored
+from perfab.units import fmt_pct
 
 FORMAT_VERSION = 5  # the JSON report's format; raised when a field is added, changes meaning or goes away
 
@@ -175,16 +177,12 @@ def _host_kernel(line: str) -> str:
 
 def profile_kind(a: Analysis) -> str:
     """What a profile's shares are, as the backend that recorded them says (sampled time, counted instructions)."""
-    from perfab.run.backends import backend_type
-
-    return backend_type(a.backend).profile_kind
+    return stored(a.backend).profile_kind
 
 
 def counted(a: Analysis) -> str:
     """What the runs counted, as the backend that measured them describes itself."""
-    from perfab.run.backends import backend_type
-
-    return backend_type(a.backend).counted(a.groups)
+    return stored(a.backend).counted(a.groups)
 
 
 def _methods(a: Analysis, rows: tuple[Row, ...]) -> tuple[MethodNote, ...]:

@@ -16,7 +16,7 @@ import math
 import time
 
 from perfab.analyse.history import Change, History, Point, Series
-from perfab.report.numbers import fmt_number, fmt_pct
+from perfab.units import fmt_number, fmt_pct
 from perfab.report.lines import WIDTH, clip as _clip, wrap as _wrap
 from perfab.terminal import visible
 

@@ -6,6 +6,7 @@ import shlex
 
 from perfab.run.schedule import Build, EnterCell, LeaveCell, Look, Run, Schedule, WorkloadSetup, WorkloadTeardown
 from perfab.specfile import Experiment, expand, placeholders, workload_placeholders
+from perfab.specfile.backends import declared
 
 
 def build_lines(sources: dict) -> list[str]:
@@ -34,8 +35,6 @@ class _Lines:
     """The lines of each kind of event."""
 
     def __init__(self, exp: Experiment, sources: dict, groups: tuple[tuple[str, ...], ...]):
-        from perfab.run.backends import declared
-
         self.exp, self.sources, self.groups = exp, sources, groups
         self.in_guest = declared(exp.measure.backend).runs_service  # the service starts beside each run
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from perfab.report.numbers import fmt_number
+from perfab.units import fmt_number
 from perfab.run.trial import Trial
 from perfab.terminal import visible
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from perfab.errors import PerfabError
 from perfab.plan import PlannedRun
-from perfab.run.backends import declared
+from perfab.specfile.backends import declared
 from perfab.run.readings import parsed_metric, rusage_readings
 from perfab.specfile import Experiment
 from perfab.specfile.stored import parser_only  # noqa: F401 (the runner asks here)

@@ -100,7 +100,7 @@ def vmstat_rows(rows: tuple[str, ...], at: At) -> tuple[str, ...]:
 
 def geometry(value: str, at: At) -> str:
     """A cache geometry ``size,assoc,line`` valgrind's simulator accepts."""
-    from perfab.run.backends.cache_geometry import parse_level
+    from perfab.machine.caches import parse_level
 
     name = at.key.rsplit(".", 1)[-1]
     try:

@@ -12,6 +12,7 @@ from typing import Any, Callable
 from perfab.errors import SpecError, UsageError
 from perfab.specfile import Experiment, Variant
 from perfab.specfile import checks
+from perfab.specfile.backends import DECLARATIONS, declared
 from perfab.specfile.checks import AUTO, PLACEHOLDER
 from perfab.specfile.kinds import At
 from perfab.specfile.schema import MAX_PLAN, RUNS, default, key, keys_by_backend, owner
@@ -165,24 +166,13 @@ def backend_keys(t: dict, at: At) -> None:
 def perf_counters(backend: str, t: dict, at: At) -> None:
     """The keys the chosen backend cannot do without are there (perf's counters), and a list of counters is
     refused by the other backends only when it lists events."""
-    for need in _backends().declared(backend).required:
+    for need in declared(backend).required:
         if not t.get(need.key):
             raise at.child(need.key).fail(need.problem, need.fix)
     counter = owner("counters")
     if t.get("counters") and backend != counter:
         raise at.child("counters").fail(f"counters are read by the {counter} backend, not {backend!r}",
                                         f'set backend = "{counter}" or remove counters')
-
-
-def _backends():
-    """The registry of measurement backends (``perfab.run.backends``), asked what each one needs and does.
-
-    The backends live with the runner, a layer above the spec: the registry
-    is loaded when a spec is checked, so that the spec imports nothing above it.
-    """
-    from perfab.run import backends
-
-    return backends
 
 
 # -- the whole experiment -------------------------------------------------------------
@@ -211,10 +201,10 @@ def kernel_sides(exp: Experiment, at: At) -> None:
     if any(v.kernel is not None and v.kernel.boot == "kexec" for v in exp.variants):
         return kexec_sides(exp, at)
     kernels = [v.kernel is not None for v in exp.variants]
-    guest = _backends().declared(exp.measure.backend).boots_kernels
+    guest = declared(exp.measure.backend).boots_kernels
     where = At(at.path, "measure.backend")
     if any(kernels) and not guest:
-        booter = next(b.name for b in _backends().BACKENDS.values() if b.boots_kernels)
+        booter = next(b.name for b in DECLARATIONS.values() if b.boots_kernels)
         raise where.fail("sides with a [variant.kernel] boot a guest for each run",
                          f'set [measure] backend = "{booter}", or boot = "kexec" in each [variant.kernel] to run '
                          "them on this machine")
@@ -239,8 +229,8 @@ def kexec_sides(exp: Experiment, at: At) -> None:
         if v.kernel is None or v.kernel.boot != "kexec":
             raise where.fail(f"side {v.name!r} does not kexec while another side does",
                              'give every side a [variant.kernel] with boot = "kexec"')
-    if _backends().declared(exp.measure.backend).boots_kernels:
-        host = ", ".join(b.name for b in _backends().BACKENDS.values() if not b.boots_kernels)
+    if declared(exp.measure.backend).boots_kernels:
+        host = ", ".join(b.name for b in DECLARATIONS.values() if not b.boots_kernels)
         raise At(at.path, "measure.backend").fail(f'"{exp.measure.backend}" boots guests, and boot = "kexec" runs '
                                                   "each side on this machine", f"use a host backend ({host})")
     if exp.variants[0].external:
@@ -293,11 +283,11 @@ def no_shadowed_params(exp: Experiment, at: At) -> None:
 
 def service_counters(exp: Experiment, at: At) -> None:
     """A service's counters ask for a backend that counts a service (perf, with perf stat)."""
-    if _backends().declared(exp.measure.backend).counts_service:
+    if declared(exp.measure.backend).counts_service:
         return
     for i, wl in enumerate(exp.workloads):
         if wl.service is not None and wl.service.counters:
-            counter = next(b for b in _backends().BACKENDS.values() if b.counts_service)
+            counter = next(b for b in DECLARATIONS.values() if b.counts_service)
             raise At(at.path, f"workload[{i}].service.counters").fail(
                 f"counts with {counter.counts_service}",
                 f'set [measure] backend = "{counter.name}" or remove service.counters')
@@ -306,7 +296,7 @@ def service_counters(exp: Experiment, at: At) -> None:
 def service_in_guest(exp: Experiment, at: At) -> None:
     """A service that starts in each run's guest (the guest backend) is pinned to vCPUs the guest has,
     and leaves one for the workload."""
-    if not _backends().declared(exp.measure.backend).runs_service:
+    if not declared(exp.measure.backend).runs_service:
         return
     vcpus = exp.measure.vcpus
     for i, wl in enumerate(exp.workloads):

@@ -5,29 +5,29 @@ exactly these keys, checks each value with its kind, and fills an absent
 key with its default.  The README's spec reference is generated from them
 (``python -m perfab.reference``), so the documentation cannot drift from
 what is accepted.  The keys of ``[measure]`` that one backend reads are
-declared by that backend (``measure_keys`` of its class in
-``perfab.run.backends``), asked for at use: another backend refuses them.
+declared by that backend (``perfab.specfile.backends``): another backend
+refuses them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from perfab.specfile import checks
+from perfab.specfile.backends import DECLARATIONS, DEFAULT, backend_that
 from perfab.specfile.checks import MAX_SWEEP_POINTS  # noqa: F401 (the limit lives beside the check)
 from perfab.specfile.kinds import (AnyTable, Bool, Choice, CpuList, Integer, Kind, Name, Number, Pairs, Probability,
                                StrMap, Strings, Sub, Subs, Text)
+from perfab.specfile.keys import REQUIRED, BackendKeys, Key, render  # noqa: F401 (the schema's own types)
 
 ORDERS = ("interleaved", "alternate", "sequential", "random")
-ACCELS = ("auto", "tcg", "kvm")
-GUEST_ROOTS = ("initramfs", "host")  # what a guest runs from: the files copied in, or this machine's root
 KERNEL_BASES = ("tinyconfig", "defconfig")
 KERNEL_BOOTS = ("qemu", "kexec")
 LAYOUTS = ("equal", "random")
 FDR_METHODS = ("bh", "holm")
 METHODS = ("nonparametric", "exact", "normal")
+SPENDING = ("pocock", "obrien-fleming", "linear")  # error-spending functions (perfab.analyse.spending)
 DIRECTIONS = ("higher", "lower", "none")
 STOP_ON = ("primary", "all")
 SERVICE_COUNTERS = ("pids", "cpus")
@@ -38,72 +38,8 @@ MAX_PLAN = 200_000  # runs in one session's plan
 WEEK_S = 7 * 86400  # the longest timeout a run or build may have
 
 
-class _Required:
-    """The default of a key that must be given."""
-
-    def __repr__(self) -> str:
-        return "required"
-
-
-REQUIRED = _Required()
-
-
-@dataclass(frozen=True)
-class Key:
-    """One key of a spec table."""
-
-    name: str  # the key as written in TOML
-    value: Kind  # how its value is checked and typed
-    default: Any  # the typed value that applies when it is absent; REQUIRED for required keys
-    doc: str | Callable[[], str]  # what it means, one or two sentences (a function: words asked of the backends)
-    shown: str | None = None  # the README's default when the typed one is resolved later (e.g. "the host's")
-    field: str | None = None  # the dataclass field it fills; None: the key's name
-
-    @property
-    def kind(self) -> str:
-        """Its TOML type, in words."""
-        return self.value.words
-
-    @property
-    def attr(self) -> str:
-        """The dataclass field it fills."""
-        return self.field or self.name
-
-    def text(self) -> str:
-        """What it means, in the README's words."""
-        return self.doc() if callable(self.doc) else self.doc
-
-    def default_text(self) -> str:
-        """The README's default column."""
-        return self.shown if self.shown is not None else render(self.default)
-
-
-def render(value: Any) -> str:
-    """A typed default as the README shows it."""
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, (tuple, list)):
-        return "[]" if not value else repr(list(value))
-    if isinstance(value, dict):
-        return "{}" if not value else repr(value)
-    return str(value)
-
-
 def _k(name: str, value: Kind, default: Any, doc: str, shown: str | None = None, field: str | None = None) -> Key:
     return Key(name, value, default, doc, shown, field)
-
-
-def _spending() -> tuple[str, ...]:
-    """The error-spending functions the analysis implements."""
-    from perfab.analyse.spending import SPENDING
-
-    return tuple(SPENDING)
 
 
 RUNS = checks.Runs(Integer(1, MAX_RUNS))
@@ -120,7 +56,7 @@ EXPERIMENT = (
     _k("max_runs", Integer(2, MAX_RUNS), 40, 'With runs = "auto": runs per side at the last look.'),
     _k("stop_on", Choice(STOP_ON), "primary",
        'With runs = "auto": the rows that must be decided to stop: primary (every row when none is) or all.'),
-    _k("spending", Choice(_spending), "pocock",
+    _k("spending", Choice(SPENDING), "pocock",
        'With runs = "auto": error-spending function of the group-sequential design: pocock, obrien-fleming, '
        "linear."),
     _k("warmup", Integer(0, MAX_WARMUP), 1,
@@ -264,38 +200,15 @@ METRIC = (
 )
 
 
-@dataclass(frozen=True)
-class BackendKeys:
-    """The ``[measure]`` keys one backend reads; any other backend refuses them."""
-
-    keys: tuple[Key, ...] = ()  # the keys, in README order
-    fix: str = ""  # added to the fix when another backend meets one, e.g. " (with [variant.kernel] sides)"
-    borrows: tuple[str, ...] = ()  # another backend's keys this one also reads when ``borrows_when`` is true
-    borrows_when: str = ""  # the boolean key of this backend that makes it read ``borrows``
-    shares: tuple[str, ...] = ()  # another backend's keys this one also reads, always (e.g. branch_sim)
-
-
 def keys_by_backend() -> dict[str, BackendKeys]:
-    """Each backend's own ``[measure]`` keys, by backend, as the registry's classes declare them."""
-    from perfab.run import backends  # read at use: the backends import the spec
-
-    return {name: cls.measure_keys for name, cls in backends.BACKENDS.items()}
-
-
-def backend_that(declaration: str) -> str:
-    """The name of the first registered backend whose ``declaration`` is set (e.g. ``boots_kernels``)."""
-    from perfab.run import backends  # read at use: the backends import the spec
-
-    return next(cls.name for cls in backends.BACKENDS.values() if getattr(cls, declaration))
+    """Each backend's own ``[measure]`` keys, by backend, as their declarations state them."""
+    return {name: d.measure_keys for name, d in DECLARATIONS.items()}
 
 
 def _backend_key() -> Key:
-    """``[measure] backend``: its choices, default and meaning are the registry's."""
-    from perfab.run import backends  # read at use: the backends import the spec
-
-    names = tuple(backends.BACKENDS)
-    return _k("backend", Choice(lambda: tuple(backends.BACKENDS)), backends.DEFAULT,
-              f"How runs are measured: {', '.join(names)}.")
+    """``[measure] backend``: its choices, default and meaning are the declarations'."""
+    names = tuple(DECLARATIONS)
+    return _k("backend", Choice(lambda: tuple(DECLARATIONS)), DEFAULT, f"How runs are measured: {', '.join(names)}.")
 
 
 MEASURE_COMMON = (
@@ -315,15 +228,13 @@ def owner(name: str) -> str | None:
     return next((b for b, entry in keys_by_backend().items() if any(k.name == name for k in entry.keys)), None)
 
 
-_MEASURE: dict[tuple, tuple[Key, ...]] = {}  # the registry's classes and their keys -> [measure]'s keys
+_MEASURE: dict[tuple, tuple[Key, ...]] = {}  # the declarations and their keys -> [measure]'s keys
 
 
 def _measure_keys() -> tuple[Key, ...]:
-    """``[measure]``: the keys every backend reads, then each backend's own (built again when a backend or
-    its keys change)."""
-    from perfab.run import backends  # read at use: the backends import the spec
-
-    state = tuple((cls, id(cls.measure_keys)) for cls in backends.BACKENDS.values())
+    """``[measure]``: the keys every backend reads, then each backend's own (built again when a declaration is
+    added or changed)."""
+    state = tuple(DECLARATIONS.values())
     if state not in _MEASURE:
         _MEASURE.clear()
         _MEASURE[state] = (_backend_key(), *MEASURE_COMMON,

@@ -34,7 +34,8 @@ from perfab.analyse.verdicts import Verdict
 from perfab.report.document import mark
 from perfab.report.html.svg import (Scale, clip, domain, dots, figure, jitter, line, rect, side_class, text,
                                     x_axis, y_axis)
-from perfab.report.numbers import fmt_delta, fmt_pct, fmt_value, rel_ticks
+from perfab.report.numbers import fmt_delta, fmt_value
+from perfab.units import fmt_pct, rel_ticks
 
 WIDTH = 460  # pixels of every plot; the page scales them down on narrow screens
 LEFT = 110  # room for side names

@@ -25,7 +25,8 @@ from perfab.analyse.summary import THREAD_PARAMS, Summary
 from perfab.report.html.plots import LEFT, RIGHT, WIDTH
 from perfab.report.html.svg import (Scale, clip, domain, dots, esc, figure, line, polyline, rect, side_class,
                                     text, x_axis, y_axis)
-from perfab.report.numbers import fmt_number, fmt_pct, fmt_value, rel_ticks
+from perfab.report.numbers import fmt_value
+from perfab.units import fmt_number, fmt_pct, rel_ticks
 
 SweepPoint = tuple[str, dict[str, Summary], list[Row]]  # (parameter value, side -> summary, rows at the point)
 

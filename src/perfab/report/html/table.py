@@ -19,7 +19,8 @@ from perfab.report.document import Report, Section, mark
 from perfab.report.html.plots import verdict_class
 from perfab.report.html.svg import esc
 from perfab.report.lines import wrap_all
-from perfab.report.numbers import centers, fmt_delta, fmt_pct, fmt_rel, fmt_value
+from perfab.report.numbers import centers, fmt_delta, fmt_value
+from perfab.units import fmt_pct, fmt_rel
 
 
 def point_text(params) -> str:

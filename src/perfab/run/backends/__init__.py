@@ -1,44 +1,30 @@
-"""Measurement backends: how a run is measured (see ``base``), and the registry of them.
+"""Measurement backends: how a run is measured (see ``base``), and the registry of their classes.
 
-``BACKENDS`` maps each ``[measure] backend`` name to its class; everything
-else in perfab asks a backend (or this registry) instead of testing its name.
-Adding a backend is one module here (its class declares its own
-``[measure]`` keys, ``measure_keys``), one line in ``_CLASSES``, and its tests.
+``BACKENDS`` maps each ``[measure] backend`` name to the class that measures
+with it; what each backend declares (its keys, its rusage policy, what the
+report says it counted) is in ``perfab.specfile.backends``, which the spec,
+the analysis and the report ask by name instead of testing it.  Adding a
+backend is its declaration there, one module here whose class is made with
+``declaration=``, one line in ``_CLASSES``, and its tests.
 """
 
 from __future__ import annotations
 
-from perfab.errors import UsageError
 from perfab.run.backends.base import Backend, Measurement, Required, SameForEverySide
 from perfab.run.backends.cachegrind import CachegrindBackend
 from perfab.run.backends.guest import GuestBackend
 from perfab.run.backends.perfstat import PerfStatBackend
 from perfab.run.backends.timing import TimeBackend
+from perfab.specfile.backends import DECLARATIONS, DEFAULT, declared
 
 _CLASSES = (TimeBackend, PerfStatBackend, CachegrindBackend, GuestBackend)
 BACKENDS: dict[str, type] = {cls.name: cls for cls in _CLASSES}  # name -> backend class, the default first
-DEFAULT = _CLASSES[0].name  # the backend of a spec that names none
-
-
-def declared(name: str) -> type:
-    """The class of backend ``name`` (as a spec or a stored session names it)."""
-    try:
-        return BACKENDS[name]
-    except KeyError:
-        raise UsageError(f"unknown measurement backend {name!r}: this perfab knows {', '.join(BACKENDS)}; "
-                         "use one of those, or a perfab that knows it") from None
-
-
-def backend_type(name: str) -> type:
-    """The backend class a stored session names, for describing it (the default's for a name this version
-    does not know)."""
-    return BACKENDS.get(name) or BACKENDS[DEFAULT]
 
 
 def make_backend(measure) -> Backend:
     """The backend a spec's ``[measure]`` table asks for."""
-    return declared(measure.backend).from_measure(measure)
+    return BACKENDS[declared(measure.backend).name].from_measure(measure)
 
 
-__all__ = ["BACKENDS", "DEFAULT", "Backend", "Measurement", "Required", "SameForEverySide", "TimeBackend",
-           "backend_type", "declared", "make_backend"]
+__all__ = ["BACKENDS", "DECLARATIONS", "DEFAULT", "Backend", "Measurement", "Required", "SameForEverySide",
+           "TimeBackend", "make_backend"]

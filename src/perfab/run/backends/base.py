@@ -19,24 +19,25 @@ for every side).
 the runs of each side over them (seed 000: 10 runs with ``:u``, 10 with
 ``:k``).  Backends without groups return ``((),)``: one empty group.
 
-Besides measuring, a backend class declares what the rest of perfab asks of
-it by name (``DECLARED``), so that nothing outside this package branches on
-a backend's name: the ``[measure]`` keys it reads (``measure_keys``, which
-the spec's schema asks for) and those it cannot do without, its rusage policy (``wraps_workload``,
-``simulated``, ``slows_workload``, ``own_readings``), whether it counts a
-service and with what, whether its sides boot kernels, and how the report's
-SETUP describes it.  ``perfab.run.backends.BACKENDS`` lists the classes.
+Besides measuring, a backend states what the rest of perfab asks of it by
+name, so that nothing else branches on a backend's name: its declaration
+(``perfab.specfile.backends``: its ``[measure]`` keys and those it cannot do
+without, its rusage policy, whether it counts a service, whether its sides
+boot kernels, how the report's SETUP describes it).  The declaration lives
+below the spec and the analysis, which ask it; a class made with
+``declaration=`` carries its fields as class attributes (``DECLARED``).
+``perfab.run.backends.BACKENDS`` lists the classes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Protocol
 
 from perfab.errors import UsageError
 from perfab.metrics import Metric
-from perfab.specfile.schema import BackendKeys
+from perfab.specfile.backends import RUSAGE_COUNTED, Declaration, Required  # noqa: F401 (the seam's types)
 
 
 @dataclass(frozen=True)
@@ -54,28 +55,8 @@ class Measurement:
     # "before"/"after" the run -> user_s, sys_s, run_ns, syscr, syscw (as SideContext.service_usage gives)
 
 
-@dataclass(frozen=True)
-class Required:
-    """A ``[measure]`` key a backend cannot do without (absent or empty is refused)."""
-
-    key: str  # the key under [measure]
-    problem: str  # why it is needed, e.g. "the perf backend needs events to count"
-    fix: str  # what to write instead
-
-
-# What every backend class states (the registry's test checks each one states all of them):
-DECLARED = {
-    "name": str,  # the spec's [measure] backend value, stored with each session
-    "measure_keys": BackendKeys,  # its own [measure] keys, which every other backend refuses
-    "required": tuple,  # Required: keys it cannot do without
-    "wraps_workload": bool,  # rusage policy: the executed command is the backend's tool, not the workload
-    "simulated": bool,  # rusage policy: the workload runs in a simulator, no rusage figure is its own
-    "slows_workload": bool,  # rusage policy: the workload's own time and rate figures time the simulator
-    "own_readings": bool,  # it reads more than wait4's rusage (lost with a failed run, which keeps no samples)
-    "boots_kernels": bool,  # every side names a [variant.kernel] that each run boots
-    "counts_service": (str, type(None)),  # what counts a service's processes or CPUs (service_counter), or None
-    "runs_service": bool,  # it starts the workload's service itself, beside the workload (in a guest)
-}
+# What every backend class states, from its declaration (the registry's test checks each one states all of them):
+DECLARED = {f.name: f for f in fields(Declaration)}
 
 
 class Backend(Protocol):
@@ -139,17 +120,26 @@ class Backend(Protocol):
         ...
 
 
-RUSAGE_COUNTED = "wall/user/sys time, max RSS, context switches (wait4 rusage)"  # what the runner reads itself
-
-
 class Declares:
-    """The defaults of every backend's methods that answer declarations (not the declarations themselves)."""
+    """The defaults of every backend's methods that answer declarations, and the declarations themselves:
+    a subclass made with ``declaration=`` (``perfab.specfile.backends``) carries each of its fields as a class
+    attribute, and its ``counted`` words as a class method."""
 
-    counts_service: str | None
-    measure_keys = BackendKeys()  # no [measure] keys of its own
     stderr_file: str | None = None  # collect reads no stderr of the run
-    runs_service = False  # the runner starts the workload's service on this machine
-    profile_kind = "self time, % of samples"  # what a run's profile shares are (perf record's sampled self time)
+
+    def __init_subclass__(cls, declaration: Declaration | None = None, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if declaration is None:
+            return
+        cls.declaration = declaration
+        for f in fields(Declaration):
+            if f.name != "counted":
+                setattr(cls, f.name, getattr(declaration, f.name))
+
+    @classmethod
+    def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
+        """What a run of this backend counts, for a report's SETUP: its declaration's words."""
+        return cls.declaration.counted(groups)
 
     def for_run(self, values: dict[str, str], service: dict | None) -> "Declares":
         """The backend for one run with these placeholder values and this expanded service; the same here."""
@@ -166,10 +156,6 @@ class Declares:
 
 class SameForEverySide(Declares):
     """The defaults of a backend that measures every side alike on this machine."""
-
-    own_interrupts = False  # measure.interrupts are this machine's, read around the run
-    simulated = False  # the workload runs on this machine's CPU: its rusage is its own
-    boots_kernels = False  # the sides run on this machine's kernel
 
     def preflight(self, exp, variants: tuple) -> None:
         """Every ``measure.interrupts`` row exists in this machine's /proc/interrupts (else it would never count)."""
@@ -192,8 +178,3 @@ class SameForEverySide(Declares):
     def plan_lines(self, variants: tuple) -> list[str]:
         """Nothing besides the runs."""
         return []
-
-    @classmethod
-    def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
-        """The runner's own readings: rusage from ``wait4``."""
-        return RUSAGE_COUNTED

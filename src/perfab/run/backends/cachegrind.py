@@ -17,7 +17,7 @@ when two sides differ in either.
 
 Geometry: each of ``l1i``, ``l1d``, ``ll`` is ``"size,assoc,line"``
 (``"32K,8,64"``); any left out is the host's, from sysfs or ``lscpu -C``
-(see ``cache_geometry``).  A host cache valgrind cannot simulate (set count
+(see ``perfab.machine.caches``).  A host cache valgrind cannot simulate (set count
 not a power of two, e.g. a 27.5M 11-way L3) is simulated at the nearest
 geometry valgrind accepts, with a note; a user-given one is refused.
 
@@ -63,14 +63,10 @@ from pathlib import Path
 from perfab.errors import ToolError, UsageError
 from perfab.metrics import SIMULATED, Metric, resolve
 from perfab.run.backends.base import Measurement, SameForEverySide
-from perfab.run.backends.cache_geometry import CacheLevel, host_geometry, parse_level, resolve_geometry
+from perfab.machine.caches import CacheLevel, host_geometry, parse_level, resolve_geometry
 from perfab.run.backends.cache_outfile import metrics_from_events, parse_out_file, sum_out_files
-from perfab.specfile import checks
-from perfab.specfile.kinds import Bool, Text
-from perfab.specfile.schema import BackendKeys, Key
+from perfab.specfile.backends import CACHEGRIND
 
-GEOMETRY = Text(checks.geometry)  # a cache geometry "size,assoc,line"
-HOST = "the host's"  # the README's default of a geometry: the host's caches
 
 __all__ = ["CachegrindBackend", "SIMULATION_NOTE", "host_geometry", "valgrind_version"]
 
@@ -122,38 +118,14 @@ def _status_notes(status: int) -> tuple[tuple[str, ...], str | None]:
     return (), None
 
 
-class CachegrindBackend(SameForEverySide):
+class CachegrindBackend(SameForEverySide, declaration=CACHEGRIND):
     """Instruction and cache-miss counts from valgrind's cache simulator."""
-
-    name = "cachegrind"
-    measure_keys = BackendKeys((
-        Key("l1i", GEOMETRY, None, 'cachegrind (or guest cache_sim) I1 geometry "size,assoc,line", e.g. "32K,8,64".',
-            HOST),
-        Key("l1d", GEOMETRY, None, "cachegrind D1 geometry.", HOST),
-        Key("ll", GEOMETRY, None, "cachegrind last-level geometry.", HOST),
-        Key("branch_sim", Bool(), False, "cachegrind: simulate branch predictors (--branch-sim=yes); guest backend "
-            "under TCG: the plugin simulates the same predictor, split user/kernel."),
-        Key("callgrind_toggle", Text(), None, "Count only inside this function (callgrind --toggle-collect)."),
-    ))
-    required = ()
-    wraps_workload = True
-    simulated = True  # valgrind's rusage is the simulator's, never the workload's
-    slows_workload = True  # the workload's own time and rate figures time valgrind's simulated CPU
-    own_readings = True  # the counts
-    counts_service = None
 
     @classmethod
     def from_measure(cls, measure) -> "CachegrindBackend":
         """The cache geometry, toggle and branch simulation of ``[measure]``."""
         return cls(l1i=measure.l1i, l1d=measure.l1d, ll=measure.ll, callgrind_toggle=measure.callgrind_toggle,
                    branch_sim=measure.branch_sim)
-
-
-
-    @classmethod
-    def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
-        """Valgrind's simulated caches, user space only."""
-        return "valgrind cachegrind (simulated caches, user space only)"
 
     def __init__(
         self,

@@ -37,10 +37,9 @@ from pathlib import Path
 from perfab.errors import UsageError
 from perfab.metrics import GUEST_CLOCKS, Metric, resolve
 from perfab.run.backends.base import Declares, Measurement
-from perfab.run.backends.cache_geometry import parse_level
+from perfab.machine.caches import parse_level
 from perfab.specfile import Experiment, Kernel, Measure, Variant, Workload, checks, expand
-from perfab.specfile.kinds import Bool, Choice, Integer, Strings
-from perfab.specfile.schema import ACCELS, GUEST_ROOTS, BackendKeys, Key
+from perfab.specfile.backends import GUEST
 
 REQUEST, RESULT = "guest-request.json", "guest-result.json"
 # the runner writes the launcher's stderr tail here (guest perf's rows end it)
@@ -63,69 +62,15 @@ _BRANCHES = {  # metric base -> the launcher's counts summed (cachegrind's event
 _PRIV = {"user": "u", "kernel": "k"}
 
 
-GUEST_KEYS = BackendKeys((  # the [measure] keys the guest backend reads
-    Key("vcpus", Integer(1, 64), 1, 'guest backend: virtual CPUs of each guest, 1..64.'),
-    Key("memory", Integer(64, 65536), 512, "guest backend: guest memory in MiB, 64..65536.", field="memory_mb"),
-    Key("accel", Choice(ACCELS), "auto",
-        f"guest backend: {', '.join(ACCELS)}; auto uses KVM when a short probe boot works, else TCG."),
-    Key("files", Strings(), (),
-        "guest backend: host files copied into each guest at the same path (the workload's program and its "
-        "libraries are copied without asking): regular files or directories of them, 256 MiB in all and at most "
-        "half the guest's memory."),
-    Key("vmstat", Strings(checks.vmstat_rows), (),
-        'guest backend: /proc/vmstat rows counted over each run in the guest, e.g. ["pgfault"]: vmstat.pgfault.'),
-    Key("root", Choice(GUEST_ROOTS), "initramfs",
-        'guest backend: what the guest runs from: "initramfs" (the workload\'s and its server\'s programs, '
-        'their libraries and files, copied in: only these bytes, the same on every side) or "host" (this '
-        "machine's root filesystem, read-only over virtio-9p with a tmpfs for writes: scripts, installed "
-        "benchmarks and servers run unchanged)."),
-    Key("cache_sim", Bool(), False,
-        "guest backend under TCG: simulate L1i, L1d and LL (geometry from l1i, l1d, ll, else 32K,8,64 / "
-        "32K,8,64 / 8M,16,64), split user/kernel."),
-    Key("coherence", Bool(), False,
-        "guest backend under TCG: a private L1d per vCPU kept coherent by MESI: HITM (transfers of a line "
-        "modified by another vCPU) and invalidations, split user/kernel, by kernel symbol and by data line."),
-    Key("guest_counters", Strings(), (),
-        'guest backend under KVM: perf events counted by perf stat inside the guest on the vPMU (-cpu '
-        'host,pmu=on), e.g. ["cycles:u", "instructions:k"]; grouped within max_events_per_run (default: '
-        "the host's usable counters), never multiplexed."),
-    Key("size", Bool(), False,
-        "guest backend, kernels built from source: `perfab size` on each side's vmlinux against the baseline's "
-        "when the session begins, stored with it and printed in the report's SIZE block (inline causes when "
-        "the kernels are built with DEBUG_INFO)."),
-), fix=" (with [variant.kernel] sides)", borrows=("l1i", "l1d", "ll"), borrows_when="cache_sim",
-    shares=("branch_sim",))
-
-
-class GuestBackend(Declares):
+class GuestBackend(Declares, declaration=GUEST):
     """Boots the side's kernel for every run; see the module docstring."""
 
-    name = "guest"
-    measure_keys = GUEST_KEYS
-    required = ()
-    wraps_workload = True  # the executed command is the launcher: wait4's rusage is QEMU's
-    own_interrupts = True  # measure.interrupts are read inside the guest
-    simulated = True  # rusage of the launcher says nothing about the workload
-    slows_workload = False  # its wall time is stored as emulated_wall_s and judged as such
-    own_readings = True  # the plugin's counts and the in-guest counters
-    boots_kernels = True
-    counts_service = "the TCG plugin's per-vCPU counts"  # of the vCPUs service.cpus pins the server to
-    runs_service = True  # the workload's server starts in the guest, beside the workload
     stderr_file = LAUNCHER_STDERR  # a launcher that left no result says why on its stderr
-    profile_kind = "counted kernel instructions, % per symbol"
 
     @classmethod
     def from_measure(cls, measure: Measure) -> "GuestBackend":
         """The guest's size, accelerator and readings from ``[measure]``."""
         return cls(measure)
-
-
-    @classmethod
-    def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
-        """A booted kernel per run, counted by the TCG plugin over the whole guest."""
-        return ("each run boots its side's kernel under QEMU; under TCG perfab's plugin counts the whole guest "
-                "over the workload (instructions, simulated caches, branches and coherence, :u user, :k kernel), "
-                "wall time is emulated")
 
     def __init__(self, measure: Measure, cache_root: Path = Path(".perfab/kernel")):
         self.measure, self.cache_root = measure, cache_root
@@ -306,14 +251,14 @@ def guest_deadline(timeout_s: float) -> float:
     return max(timeout_s * 0.9, timeout_s - 10.0)
 
 
-class GuestSide(Declares):
+class GuestSide(Declares, declaration=GUEST):
     """The guest backend bound to one side: its kernel and command line go into each run's request."""
+
+    stderr_file = LAUNCHER_STDERR  # a launcher that left no result says why on its stderr
 
     def __init__(self, parent: GuestBackend, variant: Variant, workload: Workload, deadline_s: float,
                  values: dict[str, str] | None = None, service: dict | None = None):
         self.parent, self.variant, self.workload, self.deadline_s = parent, variant, workload, deadline_s
-        self.name, self.wraps_workload, self.own_interrupts = parent.name, True, True
-        self.simulated, self.stderr_file, self.runs_service = True, parent.stderr_file, True
         self.values = values or {}  # the run's placeholder values
         self.service = service  # the workload's server for this side and point, expanded; None: no server
 

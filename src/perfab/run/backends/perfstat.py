@@ -38,12 +38,11 @@ from pathlib import Path
 
 from perfab.errors import UsageError
 from perfab.metrics import Metric, resolve
-from perfab.run.backends.base import Measurement, Required, SameForEverySide
+from perfab.run.backends.base import Measurement, SameForEverySide
 from perfab.run.backends.perfderived import derived_names, derived_metrics
 from perfab.run.backends.perfparse import PerfRow, PerfStatParseError, parse_json
 from perfab.run.backends.perfsched import check_events, schedule_groups, split_modifiers
-from perfab.specfile.kinds import Strings
-from perfab.specfile.schema import BackendKeys, Key
+from perfab.specfile.backends import PERF
 
 OUTPUT_NAME = "perf.stat"  # perf's -o file in the scratch directory
 STDERR_NAME = "stderr"  # the wrapped command's stderr, saved by the runner
@@ -51,25 +50,10 @@ _TOOL_TIMES = ("user_time", "system_time")  # rusage tool events, always counted
 _SIGNAL_TEXT = {signal.strsignal(n): n for n in range(1, signal.NSIG) if signal.strsignal(n)}
 
 
-class PerfStatBackend(SameForEverySide):
+class PerfStatBackend(SameForEverySide, declaration=PERF):
     """Counts hardware and software events with ``perf stat``; see the module docstring."""
 
-    name = "perf"
-    measure_keys = BackendKeys((
-        Key("counters", Strings(), (), "perf events to count (perf backend), e.g. [\"cycles\", \"instructions:k\"]."),
-    ))
-    required = (Required("counters", "the perf backend needs events to count",
-                         'add counters = ["task-clock", "context-switches"] or use backend = "time"'),)
-    wraps_workload = True  # perf stat is what runs: wall time kept, user/sys as perf reports the workload's
-    slows_workload = False
-    own_readings = True  # the counts
-    counts_service = "perf stat"  # a second perf stat on the service's pids or CPUs (perfservice)
     stderr_file = STDERR_NAME  # perf's last words (a signal death) are read from the run's stderr
-
-    @classmethod
-    def counted(cls, groups: tuple[tuple[str, ...], ...]) -> str:
-        """``perf stat`` and the counter groups the runs carried."""
-        return f"perf stat, one group per run: {' | '.join(','.join(g) for g in groups)}"
 
     def __init__(self, counters: list[str], max_events_per_run: int | None = None, perf: str = "perf") -> None:
         if not counters:

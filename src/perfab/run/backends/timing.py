@@ -6,23 +6,16 @@ from pathlib import Path
 
 from perfab.metrics import Metric
 from perfab.run.backends.base import Measurement, SameForEverySide
+from perfab.specfile.backends import TIME
 
 
-class TimeBackend(SameForEverySide):
+class TimeBackend(SameForEverySide, declaration=TIME):
     """No wrapper: the runner's rusage (wall, user, sys, RSS, switches) is the measurement."""
-
-    name = "time"
-    required = ()
-    wraps_workload = False  # wait4 reports the workload itself
-    slows_workload = False
-    own_readings = False  # a failed run's row holds every reading (its rusage)
-    counts_service = None
 
     @classmethod
     def from_measure(cls, measure) -> "TimeBackend":
         """Nothing in ``[measure]`` configures it."""
         return cls()
-
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         return ((),)
