@@ -14,6 +14,7 @@ from pathlib import Path
 
 from perfab.errors import UsageError
 
+_FOR_SIDES = "to build sides from git refs"  # what git is needed for when a spec names refs
 TIMEOUT_S = 600  # longer than any local git command perfab runs; a hung one (a network remote) ends
 
 
@@ -36,3 +37,25 @@ def git_output(repo: Path | str, *args: str, needed_for: str, error: type[Except
         raise error(f"git {' '.join(args)} failed in {repo}: "
                     f"{(done.stderr.strip().splitlines() or ['no output'])[-1]}")
     return done.stdout
+
+
+def spec_repository(repo: str | None, spec_path: str) -> Path:
+    """The git repository a spec's sides are built from: its ``experiment.repo``, else the one holding the
+    spec file."""
+    if repo:
+        start = Path(repo)
+        if not start.is_dir():
+            why = "is not a directory" if start.exists() else "does not exist"
+            where = "" if start.is_absolute() else f" (relative to {Path.cwd()})"
+            raise UsageError(f"experiment.repo {repo!r} {why}{where}; set it to the git repository the sides' "
+                             "git refs name")
+    else:
+        start = Path(spec_path).resolve().parent
+    done = run_git(start, "rev-parse", "--show-toplevel", needed_for=_FOR_SIDES)
+    if done.returncode == 0 and done.stdout.strip():
+        return Path(done.stdout.strip())
+    bare = run_git(start, "rev-parse", "--is-bare-repository", "--absolute-git-dir", needed_for=_FOR_SIDES)
+    if bare.returncode == 0 and bare.stdout.split()[:1] == ["true"]:
+        return Path(bare.stdout.split("\n")[1].strip())  # a bare repository: sides are checked out from it
+    raise UsageError(f"{start} is not inside a git repository; set experiment.repo to the repository the "
+                     "sides' git refs name")

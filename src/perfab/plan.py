@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # annotations only: the store reads planned runs without load
     from perfab.specfile import Experiment, Workload
 
 Params = tuple[tuple[str, str], ...]  # a sweep point: (parameter, value) pairs in spec order
+ORDER_STRIDE = 10_000_000  # a run's position in time across sessions: session * ORDER_STRIDE + plan position
 
 
 @dataclass(frozen=True)

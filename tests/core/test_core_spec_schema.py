@@ -137,3 +137,12 @@ def test_a_declared_backend_owns_its_keys(monkeypatch):
             parse_spec(two_sides(extra="\n[measure]\nrapl_domains = 2\n"), "r.toml")
     with pytest.raises(SpecError, match="unknown key"):
         parse_spec(two_sides(extra="\n[measure]\nrapl_domains = 2\n"), "r.toml")
+
+
+def test_the_spending_choices_are_the_functions_the_analysis_implements():
+    """The schema lists the error-spending functions by name (it sits below the analysis); the analysis has
+    one function for each, no more."""
+    from perfab.analyse.spending import SPENDING as FUNCTIONS
+    from perfab.specfile.schema import SPENDING
+
+    assert tuple(FUNCTIONS) == SPENDING

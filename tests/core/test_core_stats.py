@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from perfab.analyse.checks import adjust, bimodal, drift, too_few_runs
+from perfab.analyse.checks import bimodal, drift, too_few_runs
+from perfab.analyse.multiplicity import adjust
 from perfab.analyse.compare import verdict
 from perfab.analyse.methods import AssumeExact, AssumeNormal, AssumeNothing, Estimate, min_detectable_effect
 

@@ -103,7 +103,7 @@ def test_a_primary_row_keeps_its_power_in_a_ten_row_report():
 
 def test_weighted_adjustments_give_the_primary_rows_their_share():
     """Weighted BH is BH on p / w (weights of mean 1); weighted Holm divides by the share not yet rejected."""
-    from perfab.analyse.checks import adjust
+    from perfab.analyse.multiplicity import adjust
     from perfab.analyse.multiplicity import holm_weights
 
     ps = [0.004] + [0.5] * 9

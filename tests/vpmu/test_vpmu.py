@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from perfab.errors import SpecError, UsageError
-from perfab.kernel import vpmu
+from perfab.run.backends import vpmu
 from perfab.kernel.sides import KernelImage
 from perfab.run.backends.guest import LAUNCHER_STDERR, RESULT, GuestBackend, vpmu_groups
 from perfab.specfile import parse_spec

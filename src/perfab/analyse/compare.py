@@ -45,12 +45,13 @@ from dataclasses import replace
 import numpy as np
 
 from perfab.analyse import serial
-from perfab.analyse.checks import adjust, bimodal, drift, lag1_autocorrelation, no_spread, too_few_runs, trend
+from perfab.analyse.checks import bimodal, drift, lag1_autocorrelation, no_spread, too_few_runs, trend
 from perfab.analyse.diagnostics import Diagnostic, Kind, diagnostics
 from perfab.analyse.grid import flat_resolution, resolution
 from perfab.analyse.model import Analysis, Row, WorkloadInfo  # noqa: F401 (re-exported)
 from perfab.analyse.methods import ABSOLUTE, Estimate, exact_spread, get_method, min_detectable_effect, relative_cv
-from perfab.analyse.multiplicity import holm_weights
+from perfab.analyse.multiplicity import adjust, holm_weights
+from perfab.analyse.profiles import compare_profiles
 from perfab.analyse.pooling import pooled_warnings
 from perfab.analyse.sampleview import SampleView
 from perfab.analyse.summary import Summary, summarize
@@ -59,7 +60,7 @@ from perfab.analyse.verdicts import (Verdict, basis_note, grid_pair, method_for,
 from perfab.errors import UsageError
 from perfab.metrics import RUSAGE, Metric, resolve
 from perfab.specfile.backends import DEFAULT, declared
-from perfab.specfile import Experiment, MetricSpec, parse_spec
+from perfab.specfile import ALIGNED_SUFFIX, Experiment, MetricSpec, parse_spec
 from perfab.specfile.stored import definitions
 from perfab.store import Dataset, Params, Session, Store
 from perfab.store.columns import groups
@@ -78,9 +79,7 @@ def analyse(store: Store, name: str | None = None, alpha: float | None = None, c
     analysis = compare(data, spec, alpha, confidence, method, show_all)
     if spec.layout_check:  # the aligned pair's verdicts mark the rows whose `**` depends on the layout
         from perfab.analyse.layoutcheck import attach
-        from perfab.run.aligned import SUFFIX
-
-        name = data.experiment + SUFFIX
+        name = data.experiment + ALIGNED_SUFFIX
         aligned = analyse(store, name, alpha, confidence, method, show_all) if name in store.experiments() else None
         analysis = attach(analysis, aligned, name)
     return analysis
@@ -404,7 +403,7 @@ def _verdicts(rows: list[Row], alpha: float, fdr: str) -> list[Row]:
     When some rows, not all, are primary (declared before the experiment),
     they carry ``PRIMARY_SHARE`` of alpha between them and the other rows
     the rest: weighted Benjamini-Hochberg or weighted Holm
-    (``checks.adjust``), the same split the sequential design gives its
+    (``multiplicity.adjust``), the same split the sequential design gives its
     primary rows.  Without it a primary row among ten lost a third of its
     power to the rows nobody gates on.
     """
@@ -442,8 +441,6 @@ def _pct(x: float) -> str:
 
 def _profiles(spec: Experiment, idx: _Index, alpha: float) -> dict:
     """Per-symbol self-time comparisons for workloads whose runs were profiled."""
-    from perfab.profile import compare_profiles
-
     out = {}
     for w in spec.workloads:
         base = idx.profile_runs.get((w.name, spec.baseline))

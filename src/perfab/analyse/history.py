@@ -31,6 +31,7 @@ from perfab.analyse.commits import OrderError, order_commits
 from perfab.analyse.edivisive import Detection, EDivisive
 from perfab.analyse.compare import judged
 from perfab.analyse.summary import median_interval
+from perfab.git import spec_repository
 from perfab.errors import PerfabError, UsageError
 from perfab.specfile import Experiment, parse_spec
 from perfab.specfile.stored import definitions
@@ -232,9 +233,7 @@ def _order(sessions: tuple[Session, ...], side: str, spec: Experiment, repo: str
 
 
 def _spec_repository(spec: Experiment) -> Path | None:
-    from perfab.run.build import repository
-
-    return repository(spec)
+    return spec_repository(spec.repo, spec.path)
 
 
 def _point(session: Session, side: str, values: list[float], confidence: float) -> Point:

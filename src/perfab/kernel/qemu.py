@@ -251,7 +251,7 @@ def qemu_command(req: BootRequest, accel: str, archive: Path, work: Path, cache:
            "-append", kernel_cmdline(req, accel),
            "-serial", f"file:{work / 'console.log'}", "-serial", f"file:{work / 'result.bin'}"]
     if accel == "kvm":
-        cmd += ["-accel", "kvm", "-cpu", "host,pmu=on"]  # the vPMU: perf stat inside counts (kernel.vpmu)
+        cmd += ["-accel", "kvm", "-cpu", "host,pmu=on"]  # the vPMU: perf stat inside counts (run.backends.vpmu)
     else:
         cmd += ["-accel", "tcg,thread=single"]
         if req.deterministic:

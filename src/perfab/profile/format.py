@@ -23,7 +23,7 @@ import textwrap
 from collections.abc import Sequence
 
 from perfab.errors import UsageError
-from perfab.profile.compare import ProfileRow
+from perfab.analyse.profiles import ProfileRow
 
 HEADER = (
     "         %stddev   change pp         %stddev",

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from perfab.specfile import Experiment
+from perfab.specfile import ALIGNED_SUFFIX, Experiment
 
-SUFFIX = "+align64"  # the aligned pair's experiment is NAME+align64
+SUFFIX = ALIGNED_SUFFIX  # the aligned pair's experiment is NAME+align64
 ALIGN_CFLAGS = "-falign-functions=64"  # {layout_cflags} of the aligned pair
 
 

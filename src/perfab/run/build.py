@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from perfab.errors import PerfabError, UsageError
-from perfab.git import run_git
+from perfab.git import run_git, spec_repository
 from perfab.run.buildcache import aside, content_hash, discard, entry_lock
 from perfab.run.proctree import ProcessTree
 from perfab.specfile import Experiment, Variant, expand
@@ -275,23 +275,7 @@ def _last_line(path: Path) -> str:
 
 def repository(exp: Experiment) -> Path:
     """The git repository sides are built from: ``experiment.repo``, else the one holding the spec."""
-    if exp.repo:
-        start = Path(exp.repo)
-        if not start.is_dir():
-            why = "is not a directory" if start.exists() else "does not exist"
-            where = "" if start.is_absolute() else f" (relative to {Path.cwd()})"
-            raise UsageError(f"experiment.repo {exp.repo!r} {why}{where}; set it to the git repository the sides' "
-                             "git refs name")
-    else:
-        start = Path(exp.path).resolve().parent
-    done = _git(start, "rev-parse", "--show-toplevel")
-    if done.returncode == 0 and done.stdout.strip():
-        return Path(done.stdout.strip())
-    bare = _git(start, "rev-parse", "--is-bare-repository", "--absolute-git-dir")
-    if bare.returncode == 0 and bare.stdout.split()[:1] == ["true"]:
-        return Path(bare.stdout.split("\n")[1].strip())  # a bare repository: sides are checked out from it
-    raise UsageError(f"{start} is not inside a git repository; set experiment.repo to the repository the "
-                     "sides' git refs name")
+    return spec_repository(exp.repo, exp.path)
 
 
 def _rev_parse(repo: Path, ref: str) -> tuple[str, str]:

@@ -240,6 +240,7 @@ def parse_spec(text: str, path: str = "<spec>") -> Experiment:
     return read(text, path)
 
 
+ALIGNED_SUFFIX = "+align64"  # layout_check's aligned pair is stored as experiment NAME+align64
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _FROM_SOURCE = ("src", "build")  # placeholders a side built from git has (perfab.run.build.Source.values)
 

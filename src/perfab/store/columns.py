@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from perfab.store.dataset import ORDER_STRIDE
+from perfab.plan import ORDER_STRIDE
 
 CHUNK = 50_000  # rows fetched and converted at a time
 

@@ -22,12 +22,11 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from perfab.metrics import Metric
-from perfab.plan import Params
+from perfab.plan import ORDER_STRIDE, Params
 
 if TYPE_CHECKING:  # numpy is imported where columns are built: listing a store must not pay for it
     from perfab.store.columns import RunTable, Samples
 
-ORDER_STRIDE = 10_000_000  # a run's position in time: session * ORDER_STRIDE + plan position
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,7 @@ class GuestBackend(Declares, declaration=GUEST):
                              f"guests run under {self.accel.upper()} (no PMU: every row would be <not supported>); "
                              'set accel = "kvm" on a machine where KVM works, or remove guest_counters')
         if self.counters and first is not None:
-            from perfab.kernel import vpmu
+            from perfab.run.backends import vpmu
 
             problem = vpmu.probe(first.image, self.counters, "kvm", str(Path(self.cache_root, "guest").resolve()))
             if problem:
@@ -289,7 +289,7 @@ class GuestSide(Declares, declaration=GUEST):
         if self.service is not None:
             doc["service"] = self.service
         if self.parent.counters:
-            from perfab.kernel import vpmu
+            from perfab.run.backends import vpmu
 
             doc.update(argv=vpmu.wrap(list(argv), group), files=[*doc["files"], vpmu.PERF],
                        cmdline=vpmu.cmdline(doc["cmdline"]))
@@ -319,7 +319,7 @@ class GuestSide(Declares, declaration=GUEST):
         """``got`` with the vPMU's counts the guest perf printed at the end of the launcher's stderr."""
         if not self.parent.counters or got.failure:
             return got
-        from perfab.kernel import vpmu
+        from perfab.run.backends import vpmu
 
         counted = vpmu.read((Path(scratch) / LAUNCHER_STDERR).read_text(errors="replace"), group)
         return replace(got, metrics={**got.metrics, **counted.metrics}, excluded={**got.excluded, **counted.excluded},

@@ -326,3 +326,18 @@ def _float_or_none(field: str, name: str, nan_ok: bool = False) -> float | None:
 def _int_or_none(field: str) -> int | None:
     field = field.strip()
     return int(_finite(float(field), "run time", field)) if _is_number(field) else None
+
+
+def exclusion(row: PerfRow) -> str | None:
+    """Why a counted row's value cannot be used (not supported, not counted, multiplexed, missing); None: it
+    can."""
+    if row.status == "not supported":
+        return "<not supported>: this machine cannot count the event (see `perfab counters`)"
+    if row.status == "not counted":
+        return "<not counted>: the counter never ran (perf could not schedule it, or the run was too short)"
+    if row.pct_running is not None and row.pct_running < 100.0:
+        return (f"multiplexed: the counter ran {row.pct_running:.2f}% of the time and perf scaled it up;"
+                " lower max_events_per_run")  # fmt: skip
+    if row.value is None:
+        return "perf printed no value"
+    return None

@@ -19,8 +19,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from perfab.run.backends.perfparse import PerfStatParseError, parse_json
-from perfab.run.backends.perfstat import _exclusion
+from perfab.run.backends.perfparse import PerfStatParseError, exclusion, parse_json
 
 OUTPUT = "service.stat"
 
@@ -96,7 +95,7 @@ class ServiceCounter:
                         for n in names}
         metrics, excluded = {}, {}
         for name, row in zip(names, rows):
-            reason = _exclusion(row)
+            reason = exclusion(row)
             if reason:
                 excluded[name] = reason
             else:

@@ -40,7 +40,7 @@ from perfab.errors import UsageError
 from perfab.metrics import Metric, resolve
 from perfab.run.backends.base import Measurement, SameForEverySide
 from perfab.run.backends.perfderived import derived_names, derived_metrics
-from perfab.run.backends.perfparse import PerfRow, PerfStatParseError, parse_json
+from perfab.run.backends.perfparse import PerfRow, PerfStatParseError, exclusion, parse_json
 from perfab.run.backends.perfsched import check_events, schedule_groups, split_modifiers
 from perfab.specfile.backends import PERF
 
@@ -106,7 +106,7 @@ class PerfStatBackend(SameForEverySide, declaration=PERF):
 
 def read_counts(text: str, group: tuple[str, ...], stderr: str, code: int = 0) -> Measurement:
     """perf's JSON ``text`` for a run carrying ``group`` (plus the tool times), read by this backend's rules;
-    also what a guest's perf printed (``perfab.kernel.vpmu``).  ``code``: perf's exit code."""
+    also what a guest's perf printed (``perfab.run.backends.vpmu``).  ``code``: perf's exit code."""
     try:
         rows = parse_json(text).counters()
     except PerfStatParseError as err:
@@ -138,7 +138,7 @@ def _measurement(rows: dict[str, PerfRow], group: tuple[str, ...], stderr: str) 
             notes.append(f"{event}: perf printed <not counted> for a zero rusage time; recorded as 0")
         elif event in _TOOL_TIMES and lost:
             excluded[event] = "perf stat lost the workload's rusage (see the run's failure)"
-        elif (reason := _exclusion(row)) is not None:
+        elif (reason := exclusion(row)) is not None:
             excluded[event] = reason
         else:
             metrics[event] = float(row.value)  # type: ignore[arg-type]
@@ -170,19 +170,6 @@ def _hidden_failure(stderr: str, lost: bool) -> str | None:
     if lost:
         return ("perf stat lost the workload's exit status (the workload ended before perf waited for it;"
                 " user_time and system_time both <not counted>): lengthen the workload or rerun")  # fmt: skip
-    return None
-
-
-def _exclusion(row: PerfRow) -> str | None:
-    if row.status == "not supported":
-        return "<not supported>: this machine cannot count the event (see `perfab counters`)"
-    if row.status == "not counted":
-        return "<not counted>: the counter never ran (perf could not schedule it, or the run was too short)"
-    if row.pct_running is not None and row.pct_running < 100.0:
-        return (f"multiplexed: the counter ran {row.pct_running:.2f}% of the time and perf scaled it up;"
-                " lower max_events_per_run")  # fmt: skip
-    if row.value is None:
-        return "perf printed no value"
     return None
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from scipy import stats
 
-from perfab.analyse.checks import adjust
+from perfab.analyse.multiplicity import adjust
 from perfab.errors import UsageError
 
 METHOD = "Welch t-test, Benjamini-Hochberg FDR"
@@ -101,7 +101,7 @@ def benjamini_hochberg(p_values: Sequence[float], alpha: float) -> list[bool]:
     dependent (shares of one profile are not, strictly; the control is then
     approximate).  Reference: Y. Benjamini and Y. Hochberg, "Controlling the
     false discovery rate", J. R. Statist. Soc. B 57 (1995) 289-300.  The
-    adjusted p-values come from ``perfab.analyse.checks.adjust``, as for the
+    adjusted p-values come from ``perfab.analyse.multiplicity.adjust``, as for the
     report's tables.
     """
     return [q <= alpha for q in adjust(list(p_values), "bh")]
