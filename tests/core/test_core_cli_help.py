@@ -65,3 +65,4 @@ def test_a_usage_error_is_still_one_line_and_exit_2():
     code, out, err = cli("run", "spec.toml", "--no-such-flag")
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and "--no-such-flag" in err
+
