@@ -42,6 +42,17 @@ class _HelpShown(Exception):
         self.status = status  # the exit status argparse asked for (0 after help)
 
 
+class _CommandParser(_Parser):
+    """A subcommand's parser: an argument it does not know is its error, pointing at its own ``--help``
+    (argparse leaves it to the top parser, whose hint would be ``perfab --help``)."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser; with ``command``, only that subcommand's arguments are filled in.
 
@@ -53,7 +64,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """
     p = _Parser(prog="perfab", description="A/B performance experiments with verdicts you can defend.",
                 formatter_class=help_formatter())
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_CommandParser)
     for c in COMMANDS:
         if command in BY_NAME and c.name != command:
             continue

@@ -134,7 +134,8 @@ def test_help_and_usage_errors_come_from_the_one_parser_of_perfab(monkeypatch, a
     if argv == ("--help",):
         assert (code, err) == (0, "") and out == sized[0].format_help()
     else:
-        assert code == 2 and out == "" and err.count("\n") == 1 and err.startswith("perfab size: "), err
+        assert code == 2 and out == "" and err.count("\n") == 1
+        assert err.startswith("perfab size: ") and err.endswith("; see `perfab size --help`\n"), err
 
 
 def test_perfab_help_lists_size_with_the_help_of_its_command():
