@@ -65,3 +65,11 @@ def test_a_usage_error_is_still_one_line_and_exit_2():
     code, out, err = cli("run", "spec.toml", "--no-such-flag")
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and "--no-such-flag" in err
+
+
+@pytest.mark.parametrize("path", SUBCOMMANDS, ids=" ".join)
+def test_an_unknown_option_points_at_its_commands_help(path):
+    """argparse leaves a subcommand's unknown option to the top parser, whose hint was `perfab --help`."""
+    code, out, err = cli(*path, "--no-such-flag", "x", "y")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and err.rstrip().endswith(f"see `perfab {' '.join(path)} --help`"), err

@@ -71,11 +71,11 @@ def test_off_a_terminal_a_long_session_says_where_it_stands_once_a_minute():
     """No bar without a terminal; a line once a minute instead, with the elapsed time and an estimate."""
     import io
 
-    from perfab.cli import _progress
+    from perfab.commands.progress import Progress
 
     clock = iter([0.0, 0.0, 30.0, 61.0, 90.0, 125.0])  # construction, then one reading per call
     err = io.StringIO()
-    progress = _progress(err)
+    progress = Progress(err)
     progress.clock = lambda: next(clock)
     progress.started = progress.last = progress.stretch = progress.clock()
     for done in range(5):

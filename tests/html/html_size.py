@@ -29,8 +29,8 @@ def build_pair(out: Path) -> tuple[Path, Path]:
 
 def size_cli(*argv) -> tuple[int, str, str]:
     """``perfab size`` in-process: (exit code, stdout, stderr)."""
-    from perfab.size.cli import main
+    from perfab.cli import main
 
     out, err = io.StringIO(), io.StringIO()
-    code = main([str(a) for a in argv], out, err)
+    code = main(["size", *map(str, argv)], out, err)
     return code, out.getvalue(), err.getvalue()

@@ -317,11 +317,10 @@ def test_readme_html_commands_parse():
     from html_helpers import REPO
 
     from perfab.cli import build_parser
-    from perfab.size.cli import build_parser as size_parser
 
     section = (REPO / "README.md").read_text().split("## HTML report", 1)[1].split("\n## ", 1)[0]
     commands = [line.split("#")[0].split()[1:] for line in section.splitlines() if line.startswith("    perfab ")]
     assert len(commands) == 3
     for argv in commands:
-        args = size_parser().parse_args(argv[1:]) if argv[0] == "size" else build_parser().parse_args(argv)
+        args = build_parser().parse_args(argv)
         assert args.format == "html" or getattr(args, "html", None) == "report.html", argv

@@ -192,8 +192,8 @@ def test_path_that_is_not_a_readable_file(elves, tmp_path, case):
 
 
 @pytest.mark.parametrize("argv, pattern", [
-    (["--bogus", "A", "B"], r"unrecognized arguments: --bogus; see perfab size --help$"),
-    (["A"], r"the following arguments are required: NEW; see perfab size --help$"),
+    (["--bogus", "A", "B"], r"unrecognized arguments: --bogus; see `perfab size --help`$"),
+    (["A"], r"the following arguments are required: NEW; see `perfab size --help`$"),
     ([], r"the following arguments are required: OLD, NEW"),
     (["--limit", "-1", "A", "B"], r"--limit must be >= 0 \(0 prints every row\)$"),
     (["--limit", "x", "A", "B"], r"argument --limit: invalid int value: 'x'"),

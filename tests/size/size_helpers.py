@@ -17,6 +17,13 @@ SRC = Path(__file__).parent / "src"
 GOLDEN = Path(__file__).parent / "golden"
 
 
+def size_main(argv: list[str], stdout, stderr) -> int:
+    """``perfab size ARGV`` in-process, through the one parser of ``perfab`` (``perfab.cli.main``)."""
+    from perfab.cli import main
+
+    return main(["size", *argv], stdout, stderr)
+
+
 def compile_c(out: Path, *args: str, cc: str = "gcc", cwd: Path | None = None) -> Path:
     """Run the compiler (in ``cwd``); fail the test with its stderr if it fails."""
     proc = subprocess.run([cc, *args, "-o", str(out)], capture_output=True, text=True, cwd=cwd)

@@ -15,14 +15,13 @@ import os
 import subprocess
 
 import pytest
-from size_helpers import GOLDEN
+from size_helpers import GOLDEN, size_main
 
-from perfab.size.cli import main
 
 
 def run(*argv) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = main([str(a) for a in argv], out, err)
+    code = size_main([str(a) for a in argv], out, err)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -102,3 +101,47 @@ def test_stripped_file_is_a_usage_error_except_in_compat(tmp_path, pair):
     assert code == 2 and out == "" and "no .symtab (stripped)" in err and err.count("\n") == 1
     code, out, _ = run("--compat", stripped, stripped)
     assert code == 0 and out.endswith("Total: Before=0, After=0, chg +0.00%\n")
+
+
+def _parsers_made(monkeypatch, *argv) -> tuple[list, tuple[int, str, str]]:
+    """Every argument parser ``perfab size ARGV`` builds, and (exit code, stdout, stderr)."""
+    import argparse
+
+    made = []
+    init = argparse.ArgumentParser.__init__
+
+    def record(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "__init__", record)
+    return made, run(*argv)
+
+
+@pytest.mark.parametrize("argv", [("--help",), ("--format", "pdf", "A", "B"), ("A",), ("--bogus", "A", "B")],
+                         ids=["help", "bad-choice", "missing-new", "unknown-option"])
+def test_help_and_usage_errors_come_from_the_one_parser_of_perfab(monkeypatch, argv):
+    """`perfab size` had a second parser of its own beside the subcommand `perfab --help` lists: its help and
+    errors must come from `perfab`'s parser, whose `size` subparser holds the command's own arguments."""
+    made, (code, out, err) = _parsers_made(monkeypatch, *argv)
+    sized = [p for p in made if p.prog == "perfab size"]
+    top = [p for p in made if p.prog == "perfab"]
+    assert len(sized) == 1 and len(top) == 1, [p.prog for p in made]
+    sub = next(a for a in top[0]._actions if a.dest == "command")
+    assert sub.choices["size"] is sized[0]
+    assert {"--compat", "--limit", "--format", "old", "new"} <= {s for a in sized[0]._actions
+                                                                for s in (*a.option_strings, a.dest)}
+    if argv == ("--help",):
+        assert (code, err) == (0, "") and out == sized[0].format_help()
+    else:
+        assert code == 2 and out == "" and err.count("\n") == 1
+        assert err.startswith("perfab size: ") and err.endswith("; see `perfab size --help`\n"), err
+
+
+def test_perfab_help_lists_size_with_the_help_of_its_command():
+    from perfab.cli import build_parser
+    from perfab.commands.size import Size
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert {a.dest: a.help for a in sub._choices_actions}["size"] == Size.help
+    assert sub.choices["size"].description == Size.description

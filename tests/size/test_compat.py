@@ -18,9 +18,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from size_helpers import SRC, compile_c
+from size_helpers import SRC, compile_c, size_main
 
-from perfab.size.cli import main
 
 CACHE = Path.home() / ".cache" / "perfab" / "bloat-o-meter"
 
@@ -69,7 +68,7 @@ def run_bloat_o_meter(script: str, *args) -> str:
 
 def run_compat(*args) -> str:
     out, err = io.StringIO(), io.StringIO()
-    assert main(["--compat", *map(str, args)], out, err) == 0, err.getvalue()
+    assert size_main(["--compat", *map(str, args)], out, err) == 0, err.getvalue()
     return out.getvalue()
 
 
@@ -145,5 +144,5 @@ def test_the_compiled_reader_leaves_what_it_cannot_read_to_the_numpy_reader(pair
     for bad in (cut, fifo, tmp_path / "missing"):
         assert compat_text(str(old), str(bad)) is None
         out, err = io.StringIO(), io.StringIO()
-        assert main(["--compat", str(old), str(bad)], out, err) == 2
+        assert size_main(["--compat", str(old), str(bad)], out, err) == 2
         assert err.getvalue().count("\n") == 1 and str(bad) in err.getvalue()

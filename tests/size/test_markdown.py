@@ -13,8 +13,7 @@ import io
 import pytest
 from elfwriter import write_elf
 from markdown_it import MarkdownIt
-
-from perfab.size.cli import main
+from size_helpers import size_main
 
 ODD = ["a|b", "tick`s", "new\nline", "``two``", "back\\|slash", "op<int>*_x_", "#hash&amp;", " spaced "]
 CLONE = "a|b.cold"  # folds into the family of "a|b": the members cell lists both
@@ -55,7 +54,7 @@ def pair(tmp_path):
 
 def run_markdown(*argv) -> str:
     out, err = io.StringIO(), io.StringIO()
-    assert main(["--format", "markdown", *map(str, argv)], out, err) == 0, err.getvalue()
+    assert size_main(["--format", "markdown", *map(str, argv)], out, err) == 0, err.getvalue()
     return out.getvalue()
 
 

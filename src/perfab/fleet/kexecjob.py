@@ -43,7 +43,7 @@ def run_kexec(ctx: Context, store, exp, resume: bool, environment: dict[str, str
 
     ``environment``: what a new session stores (the machine, its class, the submission); ``kexec_context``:
     the driver's context (a test's machine); None: this machine, with a real runner."""
-    from perfab.kexec.cli import real_context
+    from perfab.kexec.context import real_context
     from perfab.kexec.state import StateFile, state_dir
 
     if kexec_context is not None:

@@ -10,8 +10,8 @@ The path of a diff, one module per step:
 3. ``families``  folds ``foo.cold``, ``foo.isra.N``, ``__pfx_foo``... into ``foo``.
 4. ``causes``    one cause per family, from symbols and DWARF inline sites
                  (``inline``: the DWARF reader).
-5. ``diff``      ``diff_files`` -> ``SizeDiff``; ``report`` prints it;
-   ``cli``       ``perfab size OLD NEW``.
+5. ``diff``      ``diff_files`` -> ``SizeDiff``; ``report`` prints it
+                 (``perfab size OLD NEW`` is ``perfab.commands.size``).
 
 As a library::
 

@@ -1,4 +1,4 @@
-"""``perfab kexec ...`` and ``perfab run`` on a spec whose sides kexec: thin wrappers over ``perfab.kexec.driver``.
+"""``perfab kexec ACTION``, and ``perfab run`` on a spec whose sides kexec: thin wrappers over ``perfab.kexec.driver``.
 
     perfab kexec start SPEC [--db PATH] [--then reboot|home|poweroff|stay] [--state-dir DIR] [--machine NAME]
     perfab kexec resume [--state-dir DIR]        # what the systemd unit runs after every boot
@@ -10,61 +10,64 @@
 
 from __future__ import annotations
 
-import argparse
-import os
-from contextlib import contextmanager
-from pathlib import Path
-
+from perfab.commands.base import DEFAULT_DB, Command
 from perfab.errors import UsageError
 
 ACTIONS = ("start", "resume", "status", "check", "unit", "abandon")
 
 
-def add_args(p: argparse.ArgumentParser) -> None:
-    """The arguments of ``perfab kexec``."""
-    from perfab.kexec.state import THEN
+class Kexec(Command):
+    name = "kexec"
+    help = "sides this machine kexecs into: start, resume after a boot, status, check, systemd unit"
 
-    p.add_argument("action", choices=ACTIONS, help="start a session, resume it after a boot, show it, check a spec, "
-                                                   "print or install the systemd unit, or abandon the session")
-    p.add_argument("spec", nargs="?", help="experiment TOML (start, check)")
-    p.add_argument("--db", default=".perfab/results.db", help="results database (start)")
-    p.add_argument("--then", choices=THEN, default="reboot",
-                   help="after the last side: reboot into the default boot entry (default), kexec back into the "
-                        "kernel the session began in (home), power off, or stay")
-    p.add_argument("--state-dir", help="where the session's state survives reboots "
-                                       "(default $PERFAB_KEXEC_STATE or /var/lib/perfab/kexec)")
-    p.add_argument("--machine", help="this machine's name in the store (default: the host name)")
-    p.add_argument("--resume", action="store_true", help="start: continue the unfinished session of the spec")
-    p.add_argument("--new-session", action="store_true", help="start: a new session beside an unfinished one")
-    p.add_argument("--install", action="store_true", help="unit: write and enable it (root)")
-    p.add_argument("--watchdog", type=int, metavar="SECONDS",
-                   help="unit --install: also arm the hardware watchdog for every kexec (systemd KExecWatchdogSec)")
-    p.add_argument("--perfab", help="unit: the perfab command the unit runs (default: the perfab beside this Python)")
+    def add_arguments(self, p) -> None:
+        from perfab.kexec.state import THEN
 
+        p.add_argument("action", choices=ACTIONS,
+                       help="start a session, resume it after a boot, show it, check a spec, "
+                            "print or install the systemd unit, or abandon the session")
+        p.add_argument("spec", nargs="?", help="experiment TOML (start, check)")
+        p.add_argument("--db", default=DEFAULT_DB, help="results database (start)")
+        p.add_argument("--then", choices=THEN, default="reboot",
+                       help="after the last side: reboot into the default boot entry (default), kexec back into the "
+                            "kernel the session began in (home), power off, or stay")
+        p.add_argument("--state-dir", help="where the session's state survives reboots "
+                                           "(default $PERFAB_KEXEC_STATE or /var/lib/perfab/kexec)")
+        p.add_argument("--machine", help="this machine's name in the store (default: the host name)")
+        p.add_argument("--resume", action="store_true", help="start: continue the unfinished session of the spec")
+        p.add_argument("--new-session", action="store_true", help="start: a new session beside an unfinished one")
+        p.add_argument("--install", action="store_true", help="unit: write and enable it (root)")
+        p.add_argument("--watchdog", type=int, metavar="SECONDS",
+                       help="unit --install: also arm the hardware watchdog for every kexec "
+                            "(systemd KExecWatchdogSec)")
+        p.add_argument("--perfab",
+                       help="unit: the perfab command the unit runs (default: the perfab beside this Python)")
 
-def cmd_kexec(args, stdout, stderr) -> int:
-    """``perfab kexec ACTION``."""
-    from perfab.kexec.state import StateFile, state_dir
+    def run(self, args, stdout, stderr) -> int:
+        from perfab.kexec.state import StateFile, state_dir
 
-    states = StateFile(state_dir(args.state_dir))
-    if args.action in ("start", "check") and not args.spec:
-        raise UsageError(f"perfab kexec {args.action} needs the spec: perfab kexec {args.action} SPEC")
-    if args.action == "unit":
-        return _unit(args, states, stdout)
-    if args.action == "status":
-        return _status(states, stdout)
-    if args.action == "check":
-        return _check(args, stdout)
-    if args.action == "start":
-        return start(args.spec, args.db, states, args.then, args.machine, args.resume, args.new_session, stdout,
-                     stderr)
-    return _resume(states, args.action == "abandon", stdout, stderr)
+        states = StateFile(state_dir(args.state_dir))
+        if args.action in ("start", "check") and not args.spec:
+            raise UsageError(f"perfab kexec {args.action} needs the spec: perfab kexec {args.action} SPEC")
+        if args.action == "unit":
+            return _unit(args, states, stdout)
+        if args.action == "status":
+            return _status(states, stdout)
+        if args.action == "check":
+            return _check(args, stdout)
+        if args.action == "start":
+            return start(args.spec, args.db, states, args.then, args.machine, args.resume, args.new_session, stdout,
+                         stderr)
+        return _resume(states, args.action == "abandon", stdout, stderr)
 
 
 def start(spec: str, db: str, states, then: str, machine: str | None, resume: bool, new_session: bool,
           stdout, stderr) -> int:
     """Begin a kexec session of ``spec`` (``perfab run`` on such a spec comes here with the defaults)."""
+    from pathlib import Path
+
     from perfab.kexec import driver
+    from perfab.kexec.context import real_context
     from perfab.specfile import load_spec
     from perfab.store import open_store
 
@@ -77,7 +80,10 @@ def start(spec: str, db: str, states, then: str, machine: str | None, resume: bo
 
 def _resume(states, abandon: bool, stdout, stderr) -> int:
     """After a boot: continue the session in progress (or, ``abandon``, forget it)."""
+    import os
+
     from perfab.kexec import driver
+    from perfab.kexec.context import real_context
     from perfab.specfile import parse_spec
     from perfab.store import open_store
 
@@ -90,28 +96,6 @@ def _resume(states, abandon: bool, stdout, stderr) -> int:
         if abandon:
             return _said(driver.abandon(state, store, ctx), stdout)
         return _said(driver.proceed(state, parse_spec(state.spec_text, state.spec), store, ctx), stdout)
-
-
-@contextmanager
-def real_context(states, stderr=None, say=None):
-    """The driver's context on this machine: the real machine, a runner with the real executor per store;
-    lines go to ``say``, else to ``stderr``."""
-    from perfab.kexec.driver import Context
-    from perfab.kexec.machine import RealMachine
-    from perfab.machine import snapshot
-    from perfab.run.backends import make_backend
-    from perfab.run.executor import RealExecutor
-    from perfab.run.runner import Runner
-
-    def to_stderr(line: str) -> None:
-        print(f"perfab: {line}", file=stderr, flush=True)
-
-    say = say or to_stderr
-    with RealExecutor() as executor:
-        def runner(exp, store):
-            return Runner(exp, store, make_backend(exp.measure), executor, snapshot(), say=say)
-
-        yield Context(RealMachine(), states, runner, say)
 
 
 def _said(step, stdout) -> int:
