@@ -428,8 +428,10 @@ def _plan_warnings(exp, backend) -> list[str]:
     from perfab.analyse.planning import plan_warnings
 
     runs = exp.sequential.max_runs if exp.sequential is not None else exp.runs
-    exact = any(m.exact for m in backend.metric_info().values()) or \
-        any(m.method == "exact" for w in exp.workloads for m in w.metrics) or exp.method == "exact"
+    from perfab.methodtraits import declared
+
+    chosen = {exp.method, *(m.method for w in exp.workloads for m in w.metrics if m.method)}
+    exact = any(m.exact for m in backend.metric_info().values()) or any(declared(n).counted for n in chosen)
     return plan_warnings(runs, exp.alpha, exact)
 
 
