@@ -426,10 +426,9 @@ def cmd_plan(args, stdout, stderr) -> int:
 def _plan_warnings(exp, backend) -> list[str]:
     """Verdicts the planned runs per side can never give (``perfab.analyse.planning``)."""
     from perfab.analyse.planning import plan_warnings
-
-    runs = exp.sequential.max_runs if exp.sequential is not None else exp.runs
     from perfab.methodtraits import declared
 
+    runs = exp.sequential.max_runs if exp.sequential is not None else exp.runs
     chosen = {exp.method, *(m.method for w in exp.workloads for m in w.metrics if m.method)}
     exact = any(m.exact for m in backend.metric_info().values()) or any(declared(n).counted for n in chosen)
     return plan_warnings(runs, exp.alpha, exact)

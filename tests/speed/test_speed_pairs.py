@@ -103,7 +103,7 @@ def _mixture_cdf(d: np.ndarray, h: np.ndarray, t: float) -> float:
 def _brute_nonparametric(base: np.ndarray, exp: np.ndarray, confidence: float):
     """HL shift and interval with every pair built (continuous data: no grid)."""
     d = np.sort(np.subtract.outer(np.log(exp), np.log(base)).ravel())
-    k = methods.hl_rank(len(base), len(exp), confidence)
+    k = method_rank.hl_rank(len(base), len(exp), confidence)
     return float(np.median(d)), float(d[k - 1]), float(d[len(d) - k])
 
 
@@ -113,7 +113,7 @@ def test_nonparametric_on_more_pairs_than_are_listed_equals_the_brute_force():
     shift, lo, hi = _brute_nonparametric(base, exp, 0.95)
     assert (est.delta, est.lo, est.hi) == (math.expm1(shift), math.expm1(lo), math.expm1(hi))
     raw = np.sort(np.subtract.outer(exp, base).ravel())
-    k = methods.hl_rank(700, 500, 0.95)
+    k = method_rank.hl_rank(700, 500, 0.95)
     assert (est.shift, est.shift_lo, est.shift_hi) == (float(np.median(raw)), float(raw[k - 1]), float(raw[-k]))
 
 

@@ -1,6 +1,7 @@
 """The group-sequential method, ``sequential``: repeated rank-test intervals valid under monitoring.
 
-Its computation is ``perfab.analyse.sequential``, which the runner asks after every block.
+Its computation is ``perfab.analyse.sequential``, which the runner asks after every block, and which names
+its estimates.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from perfab.analyse.methodbase import Estimate, Method, level
+from perfab.analyse.sequential import NAME, sequential_estimate
 
 
 class AssumeSequential(Method):
@@ -41,7 +43,7 @@ class AssumeSequential(Method):
     boundaries); Holm, Scand. J. Statist. 6 (1979) 65-70.
     """
 
-    name = "sequential"
+    name = NAME
 
     def __init__(self, design=None):
         self.design = design  # perfab.analyse.sequential.Design; None: the samples at hand are the whole plan
@@ -55,7 +57,5 @@ class AssumeSequential(Method):
                 f"{level(confidence)} repeated intervals valid under monitoring")
 
     def compare(self, base: np.ndarray, exp: np.ndarray, confidence: float, step: float | None = None) -> Estimate:
-        from perfab.analyse.sequential import sequential_estimate
-
         return sequential_estimate(base, exp, confidence, self.design, step=step or 0.0)
 

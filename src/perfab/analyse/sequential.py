@@ -75,14 +75,15 @@ from typing import Hashable
 
 import numpy as np
 from perfab.analyse.grid import resolution
-from perfab.analyse.methods import ABSOLUTE, AssumeNothing, AssumeSequential, Estimate, get_method, relative_cv
+from perfab.analyse.method_exact import AssumeExact
+from perfab.analyse.method_rank import AssumeNothing
+from perfab.analyse.methodbase import ABSOLUTE, Estimate, relative_cv
 from perfab.analyse.multiplicity import MULTIPLE, adjust_anytime, holm_weights
 from perfab.analyse.rci import Look, look
 from perfab.analyse.spending import SPENDING, boundaries, level_table, nominal, repeated_p
 from perfab.errors import UsageError
-from perfab.methodtraits import counts_method
 
-NAME = AssumeSequential.name  # the method its estimates name
+NAME = "sequential"  # the method its estimates name (``method_sequential.AssumeSequential``)
 POWER_Z = 0.8416212335729143  # z of 80% power, for the minimum detectable effect
 
 
@@ -349,7 +350,7 @@ def _exact_estimate(row: SequentialRow, design: Design) -> Estimate | None:
     base, exp = np.asarray(row.base, dtype=float), np.asarray(row.exp, dtype=float)
     if len(base) == 0 or len(exp) == 0:
         return None
-    return get_method(counts_method()).compare(base, exp, design.confidence)
+    return AssumeExact().compare(base, exp, design.confidence)
 
 
 def _exact_state(row: SequentialRow, design: Design) -> tuple[str, str]:
@@ -357,7 +358,7 @@ def _exact_state(row: SequentialRow, design: Design) -> tuple[str, str]:
     est = _exact_estimate(row, design)
     if est is None:
         return "continue", "no runs on a side yet"
-    state = str(get_method(est.method).verdict(est, row.margin, None, design.alpha))
+    state = str(AssumeExact().verdict(est, row.margin, None, design.alpha))
     if state == "ns":
         return state, ("deterministic counts, decided by the exact method at the first look: the spread it "
                        "tolerates within a side straddles the margin")

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 from perfab.analyse.diagnostics import Kind
 from perfab.analyse.methods import ABSOLUTE, get_method
-from perfab.methodtraits import DEFAULT
 from perfab.analyse.model import Analysis, Row, WorkloadInfo, compared
 from perfab.analyse.verdicts import Verdict
+from perfab.methodtraits import DEFAULT
 from perfab.report.lines import clip
 from perfab.report.notes import FOLDED, KEY, MISSING, Note, diagnostic_rank, diagnostic_topic
 from perfab.report.numbers import fmt_pct, measured_rows, noise_range
