@@ -3,13 +3,17 @@
 Every declared method is a ``Method`` named as declared, with a reference
 in its docstring; the spec's choices are the registry's; a method added as
 one class and one registry line is used, described and obeyed by the
-analysis and the report.  The source of the package is read with ``ast``: a comparison of anything
+analysis and the report.
+
+The source of the package is read with ``ast``: a comparison of anything
 with a method's name (``==``, ``!=``, ``in`` a literal tuple, list or set)
 or a ``match`` case on one is a branch the method should answer for
 itself.  The registry (``perfab.methodtraits``, which declares the names,
 and ``perfab.analyse.methods``, which finds their objects) is the one
 place allowed to hold them.  "sequential" also names a run order: a
-comparison with something called ``order`` is about that.
+comparison with something called ``order`` is about that.  Before the
+methods described themselves, the check found 15 such branches in 7
+modules.
 """
 
 from __future__ import annotations
