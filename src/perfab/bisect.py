@@ -306,7 +306,7 @@ class _Bisection:
 
 def _deterministic(*rows: Row) -> bool:
     """Rows of deterministic counts (the exact method): another session measures the same values."""
-    return all(r.estimate is not None and r.estimate.method == "exact" for r in rows)
+    return all(r.estimate is not None and r.estimate.traits.counted for r in rows)
 
 
 def _primary(exp: Experiment) -> str:

@@ -49,15 +49,16 @@ from perfab.analyse.checks import bimodal, drift, lag1_autocorrelation, no_sprea
 from perfab.analyse.diagnostics import Diagnostic, Kind, diagnostics
 from perfab.analyse.grid import flat_resolution, resolution
 from perfab.analyse.model import Analysis, Row, WorkloadInfo  # noqa: F401 (re-exported)
-from perfab.analyse.methods import ABSOLUTE, Estimate, exact_spread, get_method, min_detectable_effect, relative_cv
+from perfab.analyse.methods import ABSOLUTE, Estimate, relative_cv
 from perfab.analyse.multiplicity import adjust, holm_weights
 from perfab.analyse.profiles import compare_profiles
 from perfab.analyse.pooling import pooled_warnings
 from perfab.analyse.sampleview import SampleView
 from perfab.analyse.summary import Summary, summarize
-from perfab.analyse.verdicts import (Verdict, basis_note, grid_pair, method_for, serial_widening,  # noqa: F401
-                                     verdict)  # (re-exported)
+from perfab.analyse.verdicts import (Verdict, basis_note, choose, grid_pair, method_for,  # noqa: F401
+                                     serial_widening, verdict)  # (re-exported)
 from perfab.errors import UsageError
+from perfab.methodtraits import counts_method
 from perfab.metrics import RUSAGE, Metric, resolve
 from perfab.specfile.backends import DEFAULT, declared
 from perfab.specfile import ALIGNED_SUFFIX, Experiment, MetricSpec, parse_spec
@@ -301,34 +302,43 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
     if bad:
         return Row(**common, **none, verdict=Verdict.NONE, warnings=(
             Diagnostic(Kind.NON_FINITE, f"{bad} non-finite sample(s) (inf or nan): refused", {"samples": bad}),))
-    name = method_override or (decl.method if decl and decl.method else None) or \
-        ("exact" if meta.exact else spec.method)
-    asked = name
-    name, chosen = method_for(name, base, exp)
-    step = resolution(base, exp, declared=meta.step, margin=margin)
-    est = get_method(name).compare(base, exp, confidence, step=step)
+    asked = method_override or (decl.method if decl and decl.method else None) or \
+        (counts_method() if meta.exact else spec.method)
+    method, refusal = choose(asked, base, exp)
+    est = method.compare(base, exp, confidence, step=resolution(base, exp, declared=meta.step, margin=margin))
     cv_b, cv_e = relative_cv(base), relative_cv(exp)
     noise = max([c for c in (cv_b, cv_e) if c is not None], default=None)
-    warnings = used + (diagnostics(Kind.METHOD_FALLBACK, *chosen, asked=asked, used=name,
-                                   spread=exact_spread(base, exp) if chosen else None)
-                + diagnostics(Kind.METHOD, *est.warnings, method=est.method)
-                + diagnostics(Kind.BASIS, *basis_note(est, base, exp), basis=est.basis))
-    if name != "exact":
-        warnings += (diagnostics(Kind.TOO_FEW_RUNS, too_few_runs(len(base), len(exp), alpha), n_base=len(base),
-                                 n_exp=len(exp), alpha=alpha)
-                     + _drift(base, base_order, spec.baseline) + _drift(exp, exp_order, variant)
-                     + diagnostics(Kind.BIMODAL, bimodal(base, spec.baseline), side=spec.baseline)
-                     + diagnostics(Kind.BIMODAL, bimodal(exp, variant), side=variant)
-                     + diagnostics(Kind.NO_SPREAD, no_spread(base, exp, metric) if meta.origin == "parser" else None,
-                                   metric=metric))
-    if name in ("nonparametric", "normal"):
+    warnings = used + (diagnostics(Kind.METHOD_FALLBACK, refusal and refusal.text, asked=asked, used=method.name,
+                                   **(refusal.data if refusal else {}))
+                       + diagnostics(Kind.METHOD, *est.warnings, method=est.method)
+                       + diagnostics(Kind.BASIS, *basis_note(est, base, exp), basis=est.basis))
+    if not method.traits.counted:
+        warnings += _noise_checks(spec, meta, metric, variant, (base, base_order), (exp, exp_order), alpha)
+    if method.traits.grid_pair:
         est = grid_pair(est, base, exp)
-        est, serial = _serial(est, get_method(name), base, exp, confidence)
+    if method.traits.serial:
+        est, serial = _serial(est, method, base, exp, confidence)
         warnings += serial
     est = replace(est, resolution=flat_resolution(est.resolution, meta.step, est.median_base))  # the widened too
-    mde = min_detectable_effect(len(base), len(exp), noise, alpha, margin=margin) if name != "exact" else None
+    mde = method.mde(len(base), len(exp), noise, alpha, margin)
     return Row(**common, estimate=est, q=None, verdict=Verdict.PENDING, cv_base=cv_b, cv_exp=cv_e, mde=mde,
                warnings=warnings)
+
+
+def _noise_checks(spec: Experiment, meta: Metric, metric: str, variant: str, base_side, exp_side,
+                  alpha: float) -> tuple[Diagnostic, ...]:
+    """What per-run noise may hide from a test: too few runs, drift, two modes, no spread (``checks``).
+
+    ``base_side`` and ``exp_side`` are each (values, run order).
+    """
+    (base, base_order), (exp, exp_order) = base_side, exp_side
+    return (diagnostics(Kind.TOO_FEW_RUNS, too_few_runs(len(base), len(exp), alpha), n_base=len(base),
+                        n_exp=len(exp), alpha=alpha)
+            + _drift(base, base_order, spec.baseline) + _drift(exp, exp_order, variant)
+            + diagnostics(Kind.BIMODAL, bimodal(base, spec.baseline), side=spec.baseline)
+            + diagnostics(Kind.BIMODAL, bimodal(exp, variant), side=variant)
+            + diagnostics(Kind.NO_SPREAD, no_spread(base, exp, metric) if meta.origin == "parser" else None,
+                          metric=metric))
 
 
 def _drift(values: np.ndarray, order: tuple[int, ...], side: str) -> tuple[Diagnostic, ...]:

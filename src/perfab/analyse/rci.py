@@ -42,7 +42,8 @@ from scipy import special
 
 from perfab.analyse import serial
 from perfab.analyse.grid import flat_resolution, resolution, under_one_step
-from perfab.analyse.methods import ABSOLUTE, RATIO, SHIFT_MEDIAN, _rounding_errors
+from perfab.analyse.method_rank import _rounding_errors
+from perfab.analyse.methodbase import ABSOLUTE, RATIO, SHIFT_MEDIAN
 from perfab.analyse.pairs import Pairs, triangle_quantiles
 from perfab.analyse.ranks import _u_cdf, hl_rank, rank_sum_p
 
@@ -61,7 +62,7 @@ class Look:
     lo: float  # interval at the look's nominal level, same scale as delta (-inf when unbounded)
     hi: float  # upper end
     pi: float  # nominal p-value of "the change lies beyond the margin"
-    basis: str  # ratio | shift/median | absolute (methods module docstring)
+    basis: str  # ratio | shift/median | absolute (methodbase module docstring)
     resolution: float  # relative step below which flat cannot be shown (the data's grid, a declared clock); 0: none
     factor: float = 1.0  # serial-correlation widening applied (``serial``); 1: none
 

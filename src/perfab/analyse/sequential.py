@@ -39,7 +39,7 @@ alpha between them, so the row the experiment is about is not diluted by
 every side metric of the report.
 
 Rows of deterministic counts (``exact``) are decided at the first look by
-the exact method, by the fixed report's rule (``verdicts.exact_verdict``:
+the exact method, by the fixed report's rule (``method_exact.exact_verdict``:
 a spread within its 0.1% tolerance never makes a change on its own).
 Every look is widened for serial correlation in run order as a fixed
 report's row is, once a side has ``serial.SERIAL_MIN_N`` runs
@@ -75,13 +75,16 @@ from typing import Hashable
 
 import numpy as np
 from perfab.analyse.grid import resolution
-from perfab.analyse.methods import ABSOLUTE, AssumeExact, AssumeNothing, Estimate, relative_cv
+from perfab.analyse.method_exact import AssumeExact
+from perfab.analyse.method_rank import AssumeNothing
+from perfab.analyse.methodbase import ABSOLUTE, Estimate, relative_cv
 from perfab.analyse.multiplicity import MULTIPLE, adjust_anytime, holm_weights
 from perfab.analyse.rci import Look, look
 from perfab.analyse.spending import SPENDING, boundaries, level_table, nominal, repeated_p
 from perfab.errors import UsageError
 from perfab.units import fmt_pct
 
+NAME = "sequential"  # the method its estimates name (``method_sequential.AssumeSequential``)
 POWER_Z = 0.8416212335729143  # z of 80% power, for the minimum detectable effect
 
 
@@ -197,7 +200,7 @@ def replay(rows: list[SequentialRow], design: Design, estimates: bool = True) ->
 def from_rows(rows) -> list[SequentialRow]:
     """Rows of ``compare.compare`` (``Analysis.rows``) that a sequential design decides: those with an estimate."""
     return [SequentialRow((r.workload, r.params, r.metric, r.variant), r.base_values, r.exp_values, r.margin,
-                          r.primary, r.estimate.method == "exact", r.step)
+                          r.primary, r.estimate.traits.counted, r.step)
             for r in rows if r.estimate is not None]
 
 
@@ -351,13 +354,11 @@ def _exact_estimate(row: SequentialRow, design: Design) -> Estimate | None:
 
 
 def _exact_state(row: SequentialRow, design: Design) -> tuple[str, str]:
-    """The exact method's verdict, by the fixed report's rule (``verdicts.exact_verdict``: the 0.1% tolerance)."""
-    from perfab.analyse.verdicts import exact_verdict
-
+    """The exact method's verdict, by the fixed report's rule (``method_exact.exact_verdict``: the 0.1% tolerance)."""
     est = _exact_estimate(row, design)
     if est is None:
         return "continue", "no runs on a side yet"
-    state = str(exact_verdict(est, row.margin))
+    state = str(AssumeExact().verdict(est, row.margin, None, design.alpha))
     if state == "ns":
         return state, ("deterministic counts, decided by the exact method at the first look: the spread it "
                        "tolerates within a side straddles the margin")
@@ -384,8 +385,8 @@ def _estimate(row: SequentialRow, last: Look, lo: float, hi: float, p: float, de
                                                                           margin=row.margin))
     est = replace(est, resolution=last.resolution)
     if last.basis == ABSOLUTE:
-        return replace(est, method="sequential", shift_lo=lo, shift_hi=hi, p=p, warnings=est.warnings + warnings)
-    return replace(est, method="sequential", delta=last.delta, lo=lo, hi=hi, p=p, warnings=est.warnings + warnings)
+        return replace(est, method=NAME, shift_lo=lo, shift_hi=hi, p=p, warnings=est.warnings + warnings)
+    return replace(est, method=NAME, delta=last.delta, lo=lo, hi=hi, p=p, warnings=est.warnings + warnings)
 
 
 def _summary(rows, decisions: tuple[RowDecision, ...], design: Design, schedule, j: int,
@@ -448,5 +449,5 @@ def sequential_estimate(base: np.ndarray, exp: np.ndarray, confidence: float, de
     est = decision.rows[0].estimate
     if est is None:
         est = replace(AssumeNothing().compare(np.asarray(base, float), np.asarray(exp, float), confidence),
-                      method="sequential", lo=-math.inf, hi=math.inf, p=1.0)
+                      method=NAME, lo=-math.inf, hi=math.inf, p=1.0)
     return est

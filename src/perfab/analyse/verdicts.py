@@ -3,66 +3,63 @@
 ``perfab.analyse.compare`` asks these for every row, after the method
 (``perfab.analyse.methods``) has computed its estimate:
 
-- ``method_for``: the exact method only where counts are deterministic;
-  any other row asked for it is judged by the rank test, with a warning;
-- ``basis_note``: why a rank-method Delta is a shift over the median,
+- ``choose``: a method judges only the rows whose data fit its
+  assumption (the exact method only deterministic counts); any other row
+  is judged by its declared fallback (the rank test), with a warning;
+- ``basis_note``: why a Hodges-Lehmann Delta is a shift over the median,
   not a ratio, when a zero (or a negative value) makes it one;
+- ``grid_pair``: on a grid, the p-value the rank method's interval implies;
 - ``serial_widening``: the smooth AR(1) widening of the interval and
   p-value together for correlation in run order (``perfab.analyse.serial``);
 - ``verdict``: the three-way verdict from one test-interval pair (see the
-  ``compare`` module docstring): for the tests, ``**`` needs the adjusted
-  p-value at most alpha and the interval beyond the margin; the exact
-  method has no p-value and its interval alone decides;
-- ``Verdict``: the marks a row can carry, one enum for the analysis and
-  every report format.
+  ``compare`` module docstring), by the rule of the estimate's method
+  (``Method.verdict``): for the tests, ``**`` needs the adjusted p-value
+  at most alpha and the interval beyond the margin; the exact method has
+  no p-value and its interval alone decides;
+- ``Verdict`` (defined in ``methodbase``): the marks a row can carry, one
+  enum for the analysis and every report format.
+
+Which of these apply to a row is asked of its method's declared traits
+(``perfab.methodtraits``), never of its name.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
-from enum import StrEnum
 
 import numpy as np
 
 from perfab.analyse import serial
 from perfab.analyse.checks import lag1_autocorrelation
 from perfab.analyse.grid import under_one_step
-from perfab.analyse.methods import ABSOLUTE, EXACT_TOLERANCE, SHIFT_MEDIAN, Estimate, exact_spread
+from perfab.analyse.method_exact import exact_verdict  # noqa: F401 (re-exported)
+from perfab.analyse.methodbase import SHIFT_MEDIAN, Estimate, Method, Refusal, Verdict
+from perfab.analyse.methods import get_method
 from perfab.analyse.ranks import _u_cdf
 
 
-class Verdict(StrEnum):
-    """A row's verdict; its value is the mark the reports print (a ``str``, so JSON and CSV carry it as is)."""
+def choose(name: str, base: np.ndarray, exp: np.ndarray) -> tuple[Method, Refusal | None]:
+    """The method a row is judged by, and why it is not the one asked for (``Method.refuses``).
 
-    CHANGE = "**"  # a change beyond per-run noise and the margin (adjusted p at most alpha)
-    FLAT = "flat"  # shown to be no change: the interval lies inside +-margin
-    NS = "ns"  # inconclusive at this n and noise
-    VALID = "valid"  # a check metric: every run met the expected value
-    INVALID = "INVALID"  # a check metric: some runs missed the expected value (``Row.invalid_runs``)
-    NONE = "-"  # not compared: no usable samples on a side, or samples refused
-    PENDING = ""  # estimated, before the adjustment across rows gives the verdict
+    A method applies only where the samples fit its assumption: the exact
+    method (``method_exact.AssumeExact``) only where every side's values are
+    equal or vary within ``EXACT_TOLERANCE`` of their median.  A row whose
+    data break it is judged by the method it declares as its fallback
+    (``Traits.fallback``: the rank method), row by row, with the refusal as
+    a warning.
+    """
+    method = get_method(name)
+    refusal = method.refuses(base, exp)
+    if refusal is None:
+        return method, None
+    return get_method(method.traits.fallback), refusal
 
 
 def method_for(name: str, base: np.ndarray, exp: np.ndarray) -> tuple[str, tuple[str, ...]]:
-    """The method a row is judged by, and why it is not the one asked for.
-
-    The exact method (``methods.AssumeExact``) assumes deterministic counts:
-    it applies only where every side's values are equal or vary within
-    ``EXACT_TOLERANCE`` of their median.  A row whose counts vary more (a
-    workload with a random or time-dependent path, threads under valgrind)
-    is judged by the rank method (``nonparametric``), row by row, with a
-    warning naming the spread: called exact, an A/A run of such a workload
-    read ``-0.33% **``.
-    """
-    if name != "exact":
-        return name, ()
-    spread = exact_spread(base, exp)
-    if spread <= EXACT_TOLERANCE:
-        return name, ()
-    return "nonparametric", (f"counts vary within a side by {100 * spread:.2g}% (the exact method tolerates "
-                             f"{100 * EXACT_TOLERANCE:g}%): judged by the rank test (nonparametric), not as "
-                             "deterministic counts",)
+    """``choose`` by name: the name of the method a row is judged by, and the refusal's note."""
+    method, refusal = choose(name, base, exp)
+    return method.name, (() if refusal is None else (refusal.text,))
 
 
 NOTE_FACTOR = 1.2  # a widening at least this large is noted on the row
@@ -130,7 +127,7 @@ def grid_pair(est: Estimate, base: np.ndarray, exp: np.ndarray) -> Estimate:
     (``ranks.rank_sum_p``) is valid too, and more powerful, but belongs to
     no interval that accounts for rounding.
     """
-    if est.method != "nonparametric" or est.resolution == 0 or est.p is None:
+    if not est.traits.grid_pair or est.resolution == 0 or est.p is None:
         return est
     tails = _u_tails(len(base), len(exp))
     if tails is None:
@@ -190,11 +187,11 @@ def basis_note(est: Estimate, base: np.ndarray, exp: np.ndarray) -> tuple[str, .
 
     The Hodges-Lehmann change is a ratio (on log values) only when every
     value is positive and, on a grid, more than one step above 0
-    (``methods`` module docstring).  One zero among many runs moves the row
+    (``methodbase`` module docstring).  One zero among many runs moves the row
     to the shift over the baseline median, which can change the verdict;
     the row says so and why.
     """
-    if est.basis != SHIFT_MEDIAN or est.method not in ("nonparametric", "sequential"):
+    if est.basis != SHIFT_MEDIAN or not est.traits.hodges_lehmann:
         return ()
     low = int(np.sum(base <= 0) + np.sum(exp <= 0))
     why = (f"{low} of {len(base) + len(exp)} values are 0 or negative" if low
@@ -202,53 +199,6 @@ def basis_note(est: Estimate, base: np.ndarray, exp: np.ndarray) -> tuple[str, .
     return (f"{why}: Delta is the Hodges-Lehmann shift over the baseline median, not a ratio",)
 
 
-
 def verdict(est: Estimate, margin: float, q: float | None, alpha: float) -> Verdict:
-    """``**``, ``flat`` or ``ns`` for one estimate (see the module docstring)."""
-    if est.method == "exact":
-        return exact_verdict(est, margin)
-    if est.basis == ABSOLUTE:
-        lo, hi = est.shift_lo, est.shift_hi
-        if lo is None or hi is None or q is None:
-            return Verdict.NS
-        return Verdict.CHANGE if q <= alpha and (lo > 0 or hi < 0) else Verdict.NS
-    if est.delta is None or est.lo is None or est.hi is None or not math.isfinite(est.delta):
-        return Verdict.NS
-    if _inside(est, margin) and est.resolution <= margin:
-        return Verdict.FLAT
-    if q is not None and q <= alpha and (est.lo > margin or est.hi < -margin):
-        return Verdict.CHANGE
-    return Verdict.NS
-
-
-def exact_verdict(est: Estimate, margin: float) -> Verdict:
-    """The exact method's verdict: its interval (all pairwise ratios, or differences) against the margin.
-
-    ``**`` when the whole interval lies beyond the margin, and, when values
-    vary at all, beyond ``EXACT_TOLERANCE`` too: a spread the method
-    tolerates within a side never makes a change on its own.  ``flat`` when
-    it lies inside +-margin; ``ns`` otherwise.  With a baseline median of 0
-    the interval is of differences in the metric's unit, and ``flat`` needs
-    it to be exactly 0.  A row with one run on a side is ``unchecked``: no
-    run showed that the counts repeat, so it is ``ns`` whatever its values.
-    The sequential design decides its exact rows by this same rule.
-    """
-    if est.unchecked:
-        return Verdict.NS
-    if est.basis == ABSOLUTE:
-        lo, hi = est.shift_lo, est.shift_hi
-        if lo is None or hi is None:
-            return Verdict.NS
-        return Verdict.CHANGE if lo > 0 or hi < 0 else (Verdict.FLAT if lo == hi == 0 else Verdict.NS)
-    if est.delta is None or est.lo is None or est.hi is None or not math.isfinite(est.delta):
-        return Verdict.NS
-    bound = margin if est.lo == est.hi else max(margin, EXACT_TOLERANCE)
-    if est.lo > bound or est.hi < -bound:
-        return Verdict.CHANGE
-    return Verdict.FLAT if _inside(est, margin) else Verdict.NS
-
-
-def _inside(est: Estimate, margin: float) -> bool:
-    return est.lo is not None and est.hi is not None and -margin <= est.lo and est.hi <= margin
-
-
+    """``**``, ``flat`` or ``ns`` for one estimate, by the rule of the method that made it (``Method.verdict``)."""
+    return get_method(est.method).verdict(est, margin, q, alpha)

@@ -63,10 +63,11 @@ def _plan(exp, sides: list[str] | None, stdout, stderr) -> int:
 def _plan_warnings(exp, backend) -> list[str]:
     """Verdicts the planned runs per side can never give (``perfab.analyse.planning``)."""
     from perfab.analyse.planning import plan_warnings
+    from perfab.methodtraits import declared
 
     runs = exp.sequential.max_runs if exp.sequential is not None else exp.runs
-    exact = any(m.exact for m in backend.metric_info().values()) or \
-        any(m.method == "exact" for w in exp.workloads for m in w.metrics) or exp.method == "exact"
+    chosen = {exp.method, *(m.method for w in exp.workloads for m in w.metrics if m.method)}
+    exact = any(m.exact for m in backend.metric_info().values()) or any(declared(n).counted for n in chosen)
     return plan_warnings(runs, exp.alpha, exact)
 
 

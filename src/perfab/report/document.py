@@ -21,6 +21,7 @@ from perfab.analyse.diagnostics import Kind
 from perfab.analyse.methods import ABSOLUTE, get_method
 from perfab.analyse.model import Analysis, Row, WorkloadInfo, compared
 from perfab.analyse.verdicts import Verdict
+from perfab.methodtraits import DEFAULT
 from perfab.report.lines import clip
 from perfab.report.notes import FOLDED, KEY, MISSING, Note, diagnostic_rank, diagnostic_topic
 from perfab.report.numbers import measured_rows, noise_range
@@ -200,7 +201,7 @@ def _legend(a: Analysis, rows: tuple[Row, ...], methods: tuple[MethodNote, ...])
     lines = [Note(_directions(rows), "directions", KEY)] if _directions(rows) else []
     margins = sorted({r.margin for r in rows if r.estimate is not None})
     margin = "/".join(fmt_pct(m) for m in margins) or "0.1%"
-    if [m.name for m in methods] == ["exact"]:
+    if _counts_only(methods):
         marks = (f"{Verdict.CHANGE} = a difference beyond the margin (deterministic counts), "
                  f"{Verdict.FLAT} = within +-{margin}.")
     else:
@@ -215,6 +216,11 @@ def _legend(a: Analysis, rows: tuple[Row, ...], methods: tuple[MethodNote, ...])
         lines.append(Note(f"Minimum detectable effect at this n and noise (80% power): "
                           f"{100 * min(mdes):.2f}..{100 * max(mdes):.2f}%.", "MDE", FOLDED))
     return lines
+
+
+def _counts_only(methods: tuple[MethodNote, ...]) -> bool:
+    """Every row was judged by a method of deterministic counts: a difference is a change, not beyond noise."""
+    return bool(methods) and all(get_method(m.name).traits.counted for m in methods)
 
 
 def _directions(rows: tuple[Row, ...]) -> str:
@@ -235,7 +241,7 @@ def _method_note(a: Analysis, methods: tuple[MethodNote, ...], rows: tuple[Row, 
     if a.spec is not None and a.spec.sequential is not None:
         return f"Tests: {tests}; Holm across rows at alpha {a.alpha:g} (primary rows carry 80% of it)."
     fdr = {"bh": "Benjamini-Hochberg FDR", "holm": "Holm FWER"}[a.fdr]
-    if [m.name for m in methods] == ["exact"]:
+    if methods and not any(get_method(m.name).traits.tested for m in methods):  # no p-value: nothing adjusted
         return f"Method: {tests}."
     tested = [r.primary for r in a.rows if r.estimate is not None and r.estimate.p is not None]
     weighted = " (primary rows carry 80% of it)" if 0 < sum(tested) < len(tested) else ""
@@ -249,7 +255,7 @@ def _for_rows(method: MethodNote, methods: tuple[MethodNote, ...], rows: tuple[R
         return method.text
     names = [m.name for m in methods]
     counts = {m: sum(1 for r in rows if r.estimate is not None and r.estimate.method == m) for m in names}
-    if method.name == max(names, key=lambda m: (counts[m], m == "nonparametric")):
+    if method.name == max(names, key=lambda m: (counts[m], m == DEFAULT)):  # ties: the spec's default
         return f"other rows: {method.text}"
     labels = []
     for r in rows:

@@ -47,7 +47,7 @@ fmt_change = fmt_delta
 
 def measured_rows(rows: list[Row]) -> list[Row]:
     """Rows tested for a shift, leaving out small counts (context switches) whose CV says little."""
-    return [r for r in rows if r.estimate is not None and r.estimate.method != "exact"
+    return [r for r in rows if r.estimate is not None and not r.estimate.traits.counted
             and not (_whole(r.base_values) and r.estimate.median_base < 100)]
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from perfab.methodtraits import DEFAULT as DEFAULT_METHOD
+from perfab.methodtraits import spec_names
 from perfab.specfile import checks
 from perfab.specfile.backends import DECLARATIONS, DEFAULT, backend_that
 from perfab.specfile.checks import MAX_SWEEP_POINTS  # noqa: F401 (the limit lives beside the check)
@@ -26,7 +28,7 @@ KERNEL_BASES = ("tinyconfig", "defconfig")
 KERNEL_BOOTS = ("qemu", "kexec")
 LAYOUTS = ("equal", "random")
 FDR_METHODS = ("bh", "holm")
-METHODS = ("nonparametric", "exact", "normal")
+METHODS = spec_names()  # the statistical methods a spec may choose, as ``perfab.methodtraits`` declares them
 SPENDING = ("pocock", "obrien-fleming", "linear")  # error-spending functions (perfab.analyse.spending)
 DIRECTIONS = ("higher", "lower", "none")
 STOP_ON = ("primary", "all")
@@ -78,7 +80,7 @@ EXPERIMENT = (
        "Multiplicity control across a report's rows: bh (Benjamini-Hochberg) or holm."),
     _k("margin", Number(0, 1000), 0.1, "Percent: a change shown to lie within +-margin is `flat`.",
        field="margin_pct"),
-    _k("method", Choice(METHODS), "nonparametric", f"Default statistical method: {', '.join(METHODS)}."),
+    _k("method", Choice(METHODS), DEFAULT_METHOD, f"Default statistical method: {', '.join(METHODS)}."),
     _k("baseline", Text(), None, "Name of the baseline variant.", "the first variant"),
     _k("build", _ANY_STRINGS, (),
        "Build command for every side without its own (argv, with {variant}; one string runs with /bin/sh -c); "
