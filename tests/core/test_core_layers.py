@@ -1,11 +1,14 @@
 """The package's import graph has no cycle: between modules, or between layers.
 
 A layer is a top-level module or subpackage of ``perfab`` (``perfab.specfile``,
-``perfab.run``, ``perfab.plan``...).  Only module-level imports count: they
-run when a module is loaded, so a cycle among them makes the load order
-matter.  An import inside a function runs at its call (the rare upward
-call), and one under ``if TYPE_CHECKING`` never runs.  Importing
-``a.b.c`` also loads ``a`` and ``a.b``, so it counts as an import of each.
+``perfab.run``, ``perfab.plan``...).  Every import counts, those inside
+functions too: an import deferred to a call (for start-up time) still ties
+the lower module to the higher one, so a cycle among them is a loop of
+dependencies whatever the load order.  Only ``perfab.cli``, the composition
+root that wires every layer, is read at module level alone (its commands
+import what they run at their call), and an import under ``if
+TYPE_CHECKING`` never runs.  Importing ``a.b.c`` also loads ``a`` and
+``a.b``, so it counts as an import of each.
 
 The graph is read from the source with ``ast``, whatever modules exist, so a
 new module is checked as soon as it is written.
@@ -30,8 +33,12 @@ def modules() -> dict[str, Path]:
     return out
 
 
-def _top_level_imports(tree: ast.Module):
-    """The import statements that run when the module loads (not in functions or classes' methods)."""
+ROOT_MODULE = "perfab.cli"  # the composition root: only its module-level imports count
+
+
+def _imports(tree: ast.Module, everywhere: bool):
+    """The import statements of a module, not under ``if TYPE_CHECKING``: all of them, or (``everywhere``
+    false) those that run when the module loads (not in functions or classes' methods)."""
     stack = list(tree.body)
     while stack:
         node = stack.pop()
@@ -42,8 +49,12 @@ def _top_level_imports(tree: ast.Module):
                 stack += node.body + node.orelse
         elif isinstance(node, ast.Try):
             stack += node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body]
-        elif isinstance(node, (ast.With, ast.ClassDef)):
-            stack += [s for s in node.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            stack += node.body if everywhere else []
+        elif isinstance(node, (ast.With, ast.ClassDef, ast.For, ast.While)):
+            stack += [s for s in node.body if everywhere or not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        elif isinstance(node, ast.Match):
+            stack += [s for case in node.cases for s in case.body]
 
 
 def _targets(name: str, node, mods: dict[str, Path]) -> list[str]:
@@ -69,12 +80,12 @@ def _loaded(target: str, importer: str, mods: dict[str, Path]) -> set[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    """Module -> the package modules it loads at module level."""
+    """Module -> the package modules it imports (at module level only for the composition root)."""
     mods = modules()
     graph = {}
     for name, path in mods.items():
         edges: set[str] = set()
-        for node in _top_level_imports(ast.parse(path.read_text(), str(path))):
+        for node in _imports(ast.parse(path.read_text(), str(path)), name != ROOT_MODULE):
             for target in _targets(name, node, mods):
                 edges |= _loaded(target, name, mods)
         graph[name] = edges
@@ -172,10 +183,23 @@ def test_the_checker_finds_a_cycle_and_its_path():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
 
 
-def test_the_graph_sees_module_level_imports_and_not_function_level_ones():
+def test_the_graph_sees_imports_in_functions_except_in_the_composition_root():
     graph = import_graph()
     # the runner imports perfab.run.backends.base's package at module level, and perfab.run.backends with it
     assert {"perfab.run.backends", "perfab.store", "perfab.errors"} <= graph["perfab.run.runner"]
-    # the CLI imports the runner inside its commands only
+    # the base backend reads this machine's interrupts inside preflight only: that counts
+    assert "perfab.machine.interrupts" in graph["perfab.run.backends.base"]
+    # the CLI imports the runner inside its commands only, and the root's function imports do not count
     assert "perfab.run.runner" not in graph["perfab.cli"]
     assert layer("perfab.run.backends.base") == "perfab.run"
+
+
+def test_imports_in_functions_and_blocks_are_found_and_typing_ones_are_not():
+    code = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import t1\n"
+            "def f():\n    import f1\n    for x in y:\n        import f2\n"
+            "class C:\n    def m(self):\n        import m1\n"
+            "with open(p):\n    import w1\ntry:\n    import t2\nexcept ImportError:\n    import t3\n")
+    names = lambda everywhere: sorted(a.name for node in _imports(ast.parse(code), everywhere)  # noqa: E731
+                                      for a in node.names if a.name != "TYPE_CHECKING")
+    assert names(True) == ["f1", "f2", "m1", "t2", "t3", "w1"]
+    assert names(False) == ["t2", "t3", "w1"]
