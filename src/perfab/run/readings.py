@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import signal
 from dataclasses import replace
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import Callable
 
 from perfab.errors import PerfabError
@@ -55,8 +55,7 @@ def record(ex: Execution, started: float, measurement, parse, backend: Backend, 
         excluded.update(measurement.excluded)
         notes = tuple(measurement.notes) + notes
         profile = dict(getattr(measurement, "profile", {}) or {})
-        info = backend.metric_info()
-        meta.update({m: resolve(m, known=i, origin="backend") for m, i in info.items() if m in measurement.metrics})
+        meta.update({m: _backend_metric(m, i) for m, i in backend.metric_info().items() if m in measurement.metrics})
         reason = measurement.failure or reason  # the backend knows more than an exit status
     if reason is None and parse is not None and (ex.stdout_bytes > len(ex.stdout) or ex.stderr_bytes > len(ex.stderr)):
         cut = max(ex.stdout_bytes, ex.stderr_bytes)
@@ -98,10 +97,15 @@ def _parsed(name: str, unit: str | None, higher_is_better: bool | None) -> Metri
     return resolve(name, unit=unit, higher_is_better=higher_is_better, exact=False, origin="parser")
 
 
+@lru_cache(maxsize=4096)
+def _backend_metric(name: str, known: Metric) -> Metric:
+    """A backend's metric as stored: every run of a session reads the same ones, each resolved once."""
+    return resolve(name, known=known, origin="backend")
+
+
 def _add(metrics: dict, sources: dict, values: dict, source: str) -> None:
-    for m, v in values.items():
-        metrics[m] = v
-        sources[m] = source
+    metrics.update(values)
+    sources.update(dict.fromkeys(values, source))
 
 
 def rusage_readings(read: Callable[[str], float | int | None]) -> dict[str, float | None]:
@@ -110,9 +114,14 @@ def rusage_readings(read: Callable[[str], float | int | None]) -> dict[str, floa
     return {m: None if (v := read(f)) is None else float(v) for m, f in RUSAGE_FIELDS.items()}
 
 
+def rusage_of(run) -> dict[str, float | None]:
+    """``rusage_readings`` of an object holding the run fields as attributes (an ``Execution``)."""
+    return {m: None if (v := getattr(run, f)) is None else float(v) for m, f in RUSAGE_FIELDS.items()}
+
+
 def _rusage(ex: Execution, backend: Backend, measurement, override: dict | None) -> tuple[dict, dict, tuple]:
     """(rusage metrics that are the workload's, exclusions with reasons, notes)."""
-    own = override if override is not None else rusage_readings(partial(getattr, ex))
+    own = override if override is not None else rusage_of(ex)
     excluded: dict[str, str] = {}
     wrapper = backend.wraps_workload
     if wrapper and backend.simulated:
@@ -138,11 +147,12 @@ def _unusable(metrics: dict[str, float], profile: dict[str, float]) -> tuple[dic
     """Readings that are no finite number, taken out of ``metrics`` (in place) with their reasons; the profile
     (left out whole when a share is not finite), and a note saying so."""
     excluded = {}
-    for name in [m for m, v in metrics.items() if not _finite(v)]:
+    # A finite float, what nearly every reading is, is told without a call.
+    for name in [m for m, v in metrics.items() if not (type(v) is float and math.isfinite(v)) and not _finite(v)]:
         value = metrics.pop(name)
         excluded[name] = ("not read: the backend could not take it" if value is None
                           else f"not a finite number ({value!r})")
-    if all(_finite(v) for v in profile.values()):
+    if not profile or all(_finite(v) for v in profile.values()):
         return excluded, profile, ()
     bad = next(s for s, v in profile.items() if not _finite(v))
     return excluded, {}, (f"the profile was left out: symbol {bad!r} has a share that is not a finite number",)
