@@ -20,7 +20,7 @@ every rusage figure is the simulator's.
 
 from __future__ import annotations
 
-import math
+from math import isfinite
 import signal
 from dataclasses import replace
 from functools import lru_cache
@@ -42,7 +42,8 @@ def record(ex: Execution, started: float, measurement, parse, backend: Backend, 
     metrics: dict[str, float] = {}
     sources: dict[str, str] = {}
     meta: dict[str, Metric] = {}
-    reason = failure(ex, workload)
+    code, sig = ex.exit_code, ex.signal
+    reason = failure(ex, workload, code, sig)
     excluded: dict[str, str] = {}
     notes: tuple[str, ...] = ()
     profile: dict[str, float] = {}
@@ -81,7 +82,7 @@ def record(ex: Execution, started: float, measurement, parse, backend: Backend, 
             excluded.update(_missing(workload, metrics, excluded, backend))
     transient = bool(reason) and measurement is not None and measurement.transient and reason == measurement.failure
     return RunRecord("failed" if reason else "ok", visible(reason) if reason else None, started, ex.wall_s, ex.user_s,
-                     ex.sys_s, ex.max_rss_kb, ex.nvcsw, ex.nivcsw, ex.exit_code, ex.signal, ex.timed_out, ex.stdout,
+                     ex.sys_s, ex.max_rss_kb, ex.nvcsw, ex.nivcsw, code, sig, ex.timed_out, ex.stdout,
                      ex.stderr, ex.stdout_bytes, ex.stderr_bytes, metrics if reason is None else {}, excluded, notes,
                      meta, sources, profile if reason is None else {}, transient)
 
@@ -114,14 +115,19 @@ def rusage_readings(read: Callable[[str], float | int | None]) -> dict[str, floa
     return {m: None if (v := read(f)) is None else float(v) for m, f in RUSAGE_FIELDS.items()}
 
 
-def rusage_of(run) -> dict[str, float | None]:
-    """``rusage_readings`` of an object holding the run fields as attributes (an ``Execution``)."""
-    return {m: None if (v := getattr(run, f)) is None else float(v) for m, f in RUSAGE_FIELDS.items()}
+def rusage_of(ex: Execution) -> dict[str, float]:
+    """``rusage_readings`` of an execution, those it knows (max RSS may be unknown), spelled out: every run
+    reads them."""
+    got = {"wall_s": float(ex.wall_s), "user_s": float(ex.user_s), "sys_s": float(ex.sys_s),
+           "vcsw": float(ex.nvcsw), "ivcsw": float(ex.nivcsw)}
+    if ex.max_rss_kb is not None:
+        got["max_rss_kb"] = float(ex.max_rss_kb)
+    return got
 
 
 def _rusage(ex: Execution, backend: Backend, measurement, override: dict | None) -> tuple[dict, dict, tuple]:
     """(rusage metrics that are the workload's, exclusions with reasons, notes)."""
-    own = override if override is not None else rusage_of(ex)
+    own = rusage_of(ex) if override is None else {m: v for m, v in override.items() if v is not None}
     excluded: dict[str, str] = {}
     wrapper = backend.wraps_workload
     if wrapper and backend.simulated:
@@ -138,9 +144,9 @@ def _rusage(ex: Execution, backend: Backend, measurement, override: dict | None)
                 f"{backend.name}'s own figures (use the time backend, or count context-switches as an event); "
                 f"user and sys time are {backend.name}'s rusage of the workload")
         return {m: v for m, v in keep.items() if v is not None}, excluded, (note,)
-    if own.get("max_rss_kb") is None:
+    if "max_rss_kb" not in own:
         excluded["max_rss_kb"] = "not measurable (at most perfab's own peak RSS)"
-    return {m: v for m, v in own.items() if v is not None}, excluded, ()
+    return own, excluded, ()
 
 
 def _unusable(metrics: dict[str, float], profile: dict[str, float]) -> tuple[dict, dict, tuple[str, ...]]:
@@ -148,7 +154,7 @@ def _unusable(metrics: dict[str, float], profile: dict[str, float]) -> tuple[dic
     (left out whole when a share is not finite), and a note saying so."""
     excluded = {}
     # A finite float, what nearly every reading is, is told without a call.
-    for name in [m for m, v in metrics.items() if not (type(v) is float and math.isfinite(v)) and not _finite(v)]:
+    for name in [m for m, v in metrics.items() if not (type(v) is float and isfinite(v)) and not _finite(v)]:
         value = metrics.pop(name)
         excluded[name] = ("not read: the backend could not take it" if value is None
                           else f"not a finite number ({value!r})")
@@ -159,7 +165,7 @@ def _unusable(metrics: dict[str, float], profile: dict[str, float]) -> tuple[dic
 
 
 def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and isfinite(value)
 
 
 def _missing(workload: Workload, metrics: dict, excluded: dict, backend: Backend) -> dict[str, str]:
@@ -171,20 +177,20 @@ def _missing(workload: Workload, metrics: dict, excluded: dict, backend: Backend
     return {name: "not in the workload's output in this run (no finite value printed for it)" for name in expected}
 
 
-def failure(ex: Execution, workload: Workload) -> str | None:
-    """Why the execution failed, in words, or None."""
+def failure(ex: Execution, workload: Workload, code: int | None, sig: int | None) -> str | None:
+    """Why the execution failed, in words, or None; ``code`` and ``sig`` are its exit code and signal."""
     if ex.error:
         return ex.error
     if ex.timed_out:
         return f"timed out after {workload.timeout_s:g} s"
-    if ex.signal is not None:
+    if sig is not None:
         try:
-            return f"killed by {signal.Signals(ex.signal).name}"
+            return f"killed by {signal.Signals(sig).name}"
         except ValueError:
-            return f"killed by signal {ex.signal}"
-    if ex.exit_code:
+            return f"killed by signal {sig}"
+    if code:
         tail = ex.stderr.decode(errors="replace").strip().splitlines()[-1:]
-        return f"exit status {ex.exit_code}" + (f": {tail[0][:120]}" if tail else "")
+        return f"exit status {code}" + (f": {tail[0][:120]}" if tail else "")
     return None
 
 
