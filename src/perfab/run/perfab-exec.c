@@ -267,11 +267,12 @@ static void signal_tree(int sig)
  */
 static void kill_tree(void)
 {
-	pid_t *below, *parent, self = getpid();
+	pid_t *below, *parent, self;
 	int i, n, killed;
 
 	if (reap(-1, WNOHANG) < 0 && errno == ECHILD)
 		return;
+	self = getpid();
 	do {
 		n = descendants(&below, &parent);
 		for (i = killed = 0; i < n; i++)
@@ -498,10 +499,14 @@ static void keep(struct stream *s, const char *data, uint32_t n)
 	}
 }
 
-/* Read what the pipe holds; at its end (or an error) close it. */
-static void take(struct stream *s)
+/*
+ * Read what the pipe holds (poll said `revents`); at its end (or an error) close it.
+ * A pipe polls readable whenever it holds data, so a hang-up alone is its end:
+ * closed without the read that would return 0.
+ */
+static void take(struct stream *s, short revents)
 {
-	ssize_t n = read(s->fd, chunk, sizeof(chunk));
+	ssize_t n = revents & POLLIN ? read(s->fd, chunk, sizeof(chunk)) : 0;
 
 	if (n < 0 && (errno == EINTR || errno == EAGAIN))
 		return;
@@ -565,9 +570,9 @@ static int watch(pid_t pid, int pidfd, struct stream *out, struct stream *err, l
 		if (p[3].revents)
 			from_perfab(pid);
 		if (p[1].revents)
-			take(out);
+			take(out, p[1].revents);
 		if (p[2].revents)
-			take(err);
+			take(err, p[2].revents);
 		if (pidfd >= 0 ? p[0].revents != 0 : exited(pid))
 			return timed_out;
 	}
@@ -594,9 +599,9 @@ static void drain(struct stream *out, struct stream *err, long long grace_ns)
 		if (n <= 0)
 			break;
 		if (p[0].revents)
-			take(out);
+			take(out, p[0].revents);
 		if (p[1].revents)
-			take(err);
+			take(err, p[1].revents);
 	}
 	if (out->fd >= 0)
 		close(out->fd);
