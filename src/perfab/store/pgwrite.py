@@ -20,12 +20,11 @@ The statement is prepared once per connection and executed through libpq
 with its parameters as text (``postgres._Connection.execute_prepared``):
 psycopg's cursor, adapting each parameter at every execution, was most of
 perfab's own time in the write.  The statement answers (the owner read, the
-new run's id).  Without an id
-nothing was written; the claim is then judged as the generic write judges
-it (a holder stored with another claim time is still this runner, and gets
-the generic write).  A run whose metric units are new or changed for this
-session (the first run of a workload) takes the generic write, which also
-writes ``metric_meta``.
+new run's id).  Without an id nothing was written; the claim is then judged
+as the generic write judges it (a holder stored with another claim time is
+still this runner, and gets the generic write).  A run whose metric units
+are new or changed for this session (the first run of a workload) takes
+the generic write, which also writes ``metric_meta``.
 
 The commit is the server's: when COMMIT returns, the run is on the server,
 so it survives perfab being killed at any instant.  Whether it also
