@@ -140,7 +140,8 @@ def count_instructions(folder: Path, other: Path | None, small: int, large: int)
     checkouts = {"perfab": REPO / "src", **({"other": other} if other is not None else {})}
     counted = {}
     for name, src in checkouts.items():
-        perfab = Perfab("", folder, src)
+        (folder / name).mkdir()
+        perfab = Perfab("", folder / name, src)  # its own folder: a store of its own
         counted[name] = (instructions(perfab, large) - instructions(perfab, small)) / (large - small)
         ratio = f"  ({counted[name] / counted['perfab']:.2f}x perfab's)" if name != "perfab" else ""
         print(f"  {name:18s} {counted[name]:10,.0f}{ratio}")
