@@ -12,6 +12,7 @@ Four ways to run /bin/true N times, each timed from outside as a whole:
   throwaway local server started here as the tests start theirs (initdb in
   a temp dir, Unix socket, ``fsync=off``: each commit still waits for the
   server, not for its disk); left out, saying why, when none can start.
+  Its CPU time counts the server's processes too (/proc).
 
 The marginal cost per run is the slope between N = ``--small`` and N =
 ``--large`` runs, (t_large - t_small) / (large - small): start-up, imports,
@@ -25,7 +26,10 @@ A second table takes each way's fastest session of each size over all
 repetitions (other work only ever delays a session) for the slope.
 Beside the wall time, the CPU time the way's processes used (getrusage of
 the reaped children): other work on a shared machine stretches the wall
-time of every way, much less their CPU time.
+time of every way, much less their CPU time.  The runs' own CPU time
+(exec of /bin/true, its cache misses stretched by other work) is most of
+it; the harness column takes it out (the runs' wait4 rusage, summed by the
+bare loop, stored by perfab), leaving what the way itself spent per run.
 
 ``--other DIR`` adds another checkout's perfab (its ``src``) beside this
 one, e.g. the commit before a change, timed the same way in the same run.
@@ -84,12 +88,19 @@ def hyperfine(runs: int) -> tuple[float, float, None]:
 class Perfab:
     """``perfab run`` of /bin/true into one database, a fresh experiment (and spec file) each time."""
 
-    def __init__(self, db: str, folder: Path, src: Path = REPO / "src"):
+    def __init__(self, db: str, folder: Path, src: Path = REPO / "src", server_cpu: Callable[[], float] | None = None):
         self.db, self.folder, self.count = db, folder, 0
         self.env = {**os.environ, "PYTHONPATH": str(src)}
+        self.server_cpu = server_cpu  # the database server's CPU seconds so far, counted with the session's
 
     def __call__(self, runs: int) -> tuple[float, float, float]:
-        """(seconds, CPU seconds, the runs' own CPU seconds as perfab stored them) of one session."""
+        """(seconds, CPU seconds, the runs' own CPU seconds as perfab stored them) of one session; the CPU time
+        is the database server's too where it has one."""
+        before = self.server_cpu() if self.server_cpu else 0.0
+        took, cpu, runs_cpu = self._session(runs)
+        return took, cpu + (self.server_cpu() - before if self.server_cpu else 0.0), runs_cpu
+
+    def _session(self, runs: int) -> tuple[float, float, float]:
         self.count += 1
         spec = self.folder / f"overhead{self.count}.toml"
         spec.write_text(f'[experiment]\nname = "overhead{self.count}"\nruns = {runs // 2}\nwarmup = 0\n\n'
@@ -181,6 +192,32 @@ def postgres(folder: Path, say: Callable[[str], None]):
     return server, server.new_database()
 
 
+def server_cpu(server) -> Callable[[], float]:
+    """The PostgreSQL server's CPU seconds so far: the postmaster's, its reaped children's (the backends of
+    sessions that ended) and its live children's (/proc; 0 where unreadable)."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def fields(pid: str) -> list[str]:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return []
+
+    def read() -> float:
+        try:
+            master = (server.data / "postmaster.pid").read_text().split()[0]
+        except (OSError, IndexError):
+            return 0.0
+        ticks = sum(map(int, fields(master)[11:15]))
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            f = fields(pid)
+            if len(f) > 12 and f[1] == master:
+                ticks += int(f[11]) + int(f[12])
+        return ticks / tick
+
+    return read
+
+
 Way = Callable[[int], tuple[float, float, float | None]]  # runs -> (seconds, CPU seconds, the runs' own CPU s)
 
 
@@ -197,9 +234,9 @@ def ways(folder: Path, say: Callable[[str], None], other: Path | None) -> tuple[
         found["other SQLite"] = Perfab(str(folder / "other.db"), folder, other)
     server, url = postgres(folder, say)
     if url is not None:
-        found["perfab PostgreSQL"] = Perfab(url, folder)
+        found["perfab PostgreSQL"] = Perfab(url, folder, server_cpu=server_cpu(server))
         if other is not None:
-            found["other PostgreSQL"] = Perfab(server.new_database(), folder, other)
+            found["other PostgreSQL"] = Perfab(server.new_database(), folder, other, server_cpu(server))
     return found, server
 
 
@@ -291,9 +328,9 @@ def _cpu_table(slopes: list[dict]) -> None:
                 added = _median(slopes, name, 2, True)
                 line += f" {added:+8.3f}  {_verdict(name, added)}"
         print(line)
-    print("  CPU: user + system time of the way's processes (perfab, its exec server, the runs; not the\n"
-          "  PostgreSQL server's); harness: CPU less the runs' own (their wait4 rusage): what the way itself\n"
-          "  spent, with the runs' own CPU time, which other work stretches most, taken out")
+    print("  CPU: user + system time of the way's processes (perfab, its exec server, the runs, and the\n"
+          "  PostgreSQL server's processes for PostgreSQL); harness: CPU less the runs' own (their wait4 rusage):\n"
+          "  what the way itself spent, with the runs' own CPU time, which other work stretches most, taken out")
 
 
 def main() -> None:
