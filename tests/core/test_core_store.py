@@ -11,6 +11,7 @@ import perfab
 from core_helpers import cli, fake_runner, two_sides
 from perfab.errors import StoreError, UsageError
 from perfab.store import SCHEMA_VERSION, Store
+from perfab.store.schema import MIGRATIONS
 
 
 def _digest(path) -> str:
@@ -20,16 +21,59 @@ def _digest(path) -> str:
 def test_schema_version_and_migrations_table(db):
     Store(db).close()
     con = sqlite3.connect(db)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
     rows = con.execute("SELECT version FROM migrations").fetchall()
-    assert rows == [(1,), (2,), (3,), (4,)]
+    assert rows == [(1,), (2,), (3,), (4,), (5,)]
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"experiments", "sessions", "planned_runs", "runs", "samples", "exclusions", "metric_meta",
             "profile_shares"} <= tables
     con.close()
     Store(db).close()  # reopening applies nothing twice
     con = sqlite3.connect(db)
-    assert con.execute("SELECT count(*) FROM migrations").fetchone()[0] == 4
+    assert con.execute("SELECT count(*) FROM migrations").fetchone()[0] == 5
+    con.close()
+
+
+def _v4_database(path) -> None:
+    """A results file as schema 4 left it: two runs with samples, an exclusion and profile shares."""
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE migrations (version INTEGER PRIMARY KEY, description TEXT NOT NULL, "
+                "applied_at REAL NOT NULL)")
+    for number, description, sql in MIGRATIONS[:4]:
+        con.executescript(sql)
+        con.execute("INSERT INTO migrations VALUES (?, ?, 0)", (number, description))
+    con.execute("PRAGMA user_version = 4")
+    con.execute("INSERT INTO experiments VALUES (1, 'old', 0)")
+    con.execute("INSERT INTO sessions (id, experiment_id, started_at, status, spec_text, spec_hash, backend, "
+                "groups_json, environment_json) VALUES (1, 1, 0, 'finished', '', 'h', 'time', '[[]]', '{}')")
+    for run in (1, 2):
+        con.execute("INSERT INTO planned_runs (id, session_id, seq, workload, variant, grp, warmup, block) "
+                    "VALUES (?, 1, ?, 'w', 'a', 0, 0, 0)", (run, run))
+        con.execute("INSERT INTO runs (id, planned_id, started_at, status) VALUES (?, ?, 0, 'ok')", (run, run))
+    con.executemany("INSERT INTO samples VALUES (?, ?, ?, ?)", V4_SAMPLES)
+    con.execute("INSERT INTO exclusions VALUES (2, 'max_rss_kb', 'not measurable')")
+    con.executemany("INSERT INTO profile_shares VALUES (?, ?, ?)", [(1, "self.main", 61.5), (1, "self.λ", 38.5)])
+    con.commit()
+    con.close()
+
+
+V4_SAMPLES = [(2, "wall_s", 0.1 + 0.2, "rusage"), (1, "wall_s", 1e-300, "rusage"), (1, "ops", -1 / 3, "parser"),
+              (2, "ops", 1.7976931348623157e308, "parser")]
+
+
+def test_schema_5_keeps_every_value_and_stores_values_in_key_order(tmp_path):
+    path = tmp_path / "v4.db"
+    _v4_database(path)
+    Store(path).close()
+    con = sqlite3.connect(path)
+    assert con.execute("SELECT run_id, metric, value, source FROM samples").fetchall() == sorted(V4_SAMPLES)
+    assert con.execute("SELECT * FROM exclusions").fetchall() == [(2, "max_rss_kb", "not measurable")]
+    assert con.execute("SELECT * FROM profile_shares").fetchall() == [(1, "self.main", 61.5), (1, "self.λ", 38.5)]
+    sql = dict(con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
+    assert all(sql[t].endswith("WITHOUT ROWID") for t in ("samples", "exclusions", "profile_shares"))
+    indexes = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert "runs_by_planned" not in indexes and "sqlite_autoindex_samples_1" not in indexes
+    assert con.execute("PRAGMA foreign_key_check").fetchall() == []
     con.close()
 
 

@@ -58,3 +58,18 @@ def test_under_perf_max_rss_is_left_out_with_a_note_and_times_are_perfs_view_of_
     assert "max_rss_kb" not in rows and "vcsw" not in rows
     assert any("max RSS and context switches are left out under perf" in n for n in doc["notes"])
     assert "user_s" in rows and all(v < 0.05 for v in rows["user_s"]["base_values"])
+
+
+@pytest.mark.parametrize("max_rss_kb", [2048, None])
+def test_an_executions_rusage_is_read_field_for_field(max_rss_kb):
+    """``rusage_of`` spells the fields out for speed: it must read what ``RUSAGE_FIELDS`` names, and leave
+    max RSS out only where it is unknown."""
+    from functools import partial
+
+    from perfab.run.execution import Execution
+    from perfab.run.readings import rusage_of, rusage_readings
+
+    ex = Execution(0, 0.25, 0.125, 0.0625, max_rss_kb, 3, 5, False, b"", b"", 0, 0)
+    named = rusage_readings(partial(getattr, ex))
+    assert rusage_of(ex) == {m: v for m, v in named.items() if v is not None}
+    assert ("max_rss_kb" in rusage_of(ex)) == (max_rss_kb is not None) and len(named) == 6

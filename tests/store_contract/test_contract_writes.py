@@ -73,3 +73,23 @@ def test_a_plan_grown_after_runs_were_stored_is_found(stores):
     store.extend_plan(session, [PlannedRun(2, "w", "a", 0, False, 1, ()), PlannedRun(3, "w", "b", 0, False, 1, ())])
     run_id = store.record_run(session, PlannedRun(3, "w", "b", 0, False, 1, ()), record(ops=3.0))
     assert [(m, v) for r, m, v in store.samples("contract") if r == run_id and m == "ops"] == [("ops", 3.0)]
+
+
+def test_a_run_with_more_values_than_one_insert_takes_stores_them_all(stores):
+    """Values go in multi-row INSERTs of at most ``ROWS_PER_INSERT`` rows: a run with more, in the first
+    run's write and in a later one, keeps every value (SQLite's oldest builds allow 999 parameters)."""
+    from perfab.store.runwrite import ROWS_PER_INSERT
+
+    store = stores()
+    session = start(store)
+    n = 2 * ROWS_PER_INSERT + 7
+    metrics = {f"m{i:04d}": i / 7 for i in range(n)}
+    for seq in (0, 1):
+        rec = record(metrics=metrics, sources={m: "parser" for m in metrics},
+                     meta={m: resolve(m, unit="", origin="parser") for m in metrics},
+                     excluded={f"x{i:04d}": f"reason {i}" for i in range(n)},
+                     profile={f"self.f{i}": 100 / n for i in range(n)})
+        run_id = store.record_run(session, plan()[seq], rec)
+        assert {m: v for r, m, v in store.samples("contract") if r == run_id} == metrics
+        assert {m: why for r, m, why in store.exclusions("contract") if r == run_id} == rec.excluded
+        assert {k: v for r, k, v in store.profile_shares("contract") if r == run_id} == rec.profile

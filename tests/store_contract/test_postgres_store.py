@@ -190,3 +190,36 @@ def test_open_store_dispatches_on_the_shape_of_db(tmp_path, pg_url):
         assert type(store) is PostgresStore
     with pytest.raises(UsageError):
         open_store(tmp_path / "none.db", readonly=True)
+
+
+def test_a_later_runs_write_that_the_server_refuses_is_one_line_and_stores_nothing(pg_url):
+    """The one-statement write goes through libpq directly: a server error is still one StoreError line,
+    and the runs stored before stay."""
+    empty_schema(pg_url)
+    with open_store(pg_url) as store:
+        session = start(store)
+        kept = store.record_run(session, plan()[0], record())
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("CREATE FUNCTION perfab.refuse() RETURNS trigger LANGUAGE plpgsql AS "
+                         "$$ BEGIN RAISE EXCEPTION 'no more runs today'; END $$")
+            conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON perfab.runs FOR EACH ROW EXECUTE FUNCTION "
+                         "perfab.refuse()")
+        with pytest.raises(StoreError) as info:
+            store.record_run(session, plan()[1], record())
+        assert "no more runs today" in str(info.value) and "\n" not in str(info.value)
+        assert [r["run_id"] for r in store.run_rows("contract", all_attempts=True)] == [kept]
+
+
+def test_a_connection_lost_before_a_later_run_is_one_line_saying_the_runs_are_kept(pg_url):
+    empty_schema(pg_url)
+    with open_store(pg_url) as store:
+        session = start(store)
+        kept = [store.record_run(session, plan()[i], record()) for i in range(2)]  # the second: one statement
+        pid = store.db.execute_raw("SELECT pg_backend_pid()").fetchone()[0]
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(StoreError) as info:
+            store.record_run(session, plan()[2], record())
+        assert "lost the connection" in str(info.value) and "stored runs are kept" in str(info.value)
+    with open_store(pg_url, readonly=True) as store:
+        assert [r["run_id"] for r in store.run_rows("contract", all_attempts=True)] == kept

@@ -197,9 +197,14 @@ class BusyMeter:
     ``stop(run_cpu_s)`` after it, reading the window here)."""
 
     def __init__(self, root: Path = Path("/")):
-        self.total = Busy(0.0, 0.0, 0.0, 0)  # the sums so far
+        self._sums = [0.0, 0.0, 0.0, 0]  # other CPU, steal, capacity (s), windows: ``total``, added to per run
         self._reader = WindowReader(root)
         self._at: tuple[CpuStat, float] | None = None
+
+    @property
+    def total(self) -> Busy:
+        """The sums so far."""
+        return Busy(*self._sums)
 
     def start(self) -> None:
         self._at = self._reader.start()
@@ -213,7 +218,8 @@ class BusyMeter:
         """Add one run's window (None: unread); ``run_cpu_s`` is the run's and its service's CPU time."""
         if window is None or run_cpu_s is None:
             return
-        before, after = window.before, window.after
-        ours = window.harness_s + run_cpu_s
-        self.total = self.total.add(Busy(after.busy_s - before.busy_s - ours, after.steal_s - before.steal_s,
-                                         after.total_s - before.total_s, 1))
+        before, after, sums = window.before, window.after, self._sums
+        sums[0] += after.busy_s - before.busy_s - (window.harness_s + run_cpu_s)
+        sums[1] += after.steal_s - before.steal_s
+        sums[2] += after.total_s - before.total_s
+        sums[3] += 1

@@ -41,6 +41,11 @@ class SideContext:
         self._stack = ExitStack()
 
     @property
+    def quiet(self) -> bool:
+        """Entering and leaving do nothing: the side has no setup or teardown and no service starts here."""
+        return not (self.variant.setup or self.variant.teardown or (self.workload.service and self.starts_service))
+
+    @property
     def key(self) -> tuple[str, str, Params]:
         return (self.workload.name, self.variant.name, self.params)
 

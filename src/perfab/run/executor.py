@@ -35,11 +35,10 @@ import weakref
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from perfab.machine.busy import CpuWindow, cpu_stat
 from perfab.run.direct import DirectSpawner
 from perfab.run.execution import Execution, Executor, not_started
-from perfab.run.trampoline import (GRACE_S, TAIL_BYTES, CannotStart, Finished, ForkServer, NotSent, ServerGone,
-                                   encode_env, encode_request, helper_path)
+from perfab.run.trampoline import (GRACE_S, TAIL_BYTES, CannotStart, ForkServer, NotSent, Reply, ServerGone,
+                                   encode_env, encode_request, execution, helper_path)
 
 __all__ = ["Execution", "Executor", "FakeExecutor", "FakeOutcome", "GRACE_S", "RealExecutor", "TAIL_BYTES",
            "sleep_behaviour"]
@@ -57,6 +56,7 @@ class RealExecutor:
         self._direct: DirectSpawner | None = None  # without a server: spawned from perfab itself
         self._env: tuple[dict[str, str] | None, bytes] = (None, b"")  # the last environment, encoded
         self._request: tuple[tuple, bytes] | None = None  # the last request: what it encodes, and its bytes
+        self._own_cpu = True  # read perfab's CPU time around a run: the server could not (or has not yet)
 
     @property
     def server_pid(self) -> int | None:
@@ -91,7 +91,7 @@ class RealExecutor:
             request = self._encode(argv, env, cwd or _here(), timeout_s, cap_bytes, cpus)
         except ValueError as e:  # a string exec cannot take: refused before sending
             return not_started(argv, str(e))
-        own = time.process_time()
+        own = time.process_time() if self._own_cpu else 0.0
         try:
             done = self._run(server, request)
         except (CannotStart, NotSent) as e:
@@ -103,7 +103,9 @@ class RealExecutor:
         except BaseException:  # ^C: out of step; at EOF the server kills what it started
             self._drop_server()
             raise
-        return _execution(done, time.process_time() - own)
+        own_cpu_s = time.process_time() - own if self._own_cpu else 0.0
+        self._own_cpu = not done.harness_known  # the server reads perfab's CPU time itself when it can
+        return execution(done, own_cpu_s)
 
     def _encode(self, argv, env, cwd: str, timeout_s: float, cap_bytes: int, cpus) -> bytes:
         """The request for this run: the last one again when nothing changed (the runs of a side repeat)."""
@@ -114,7 +116,7 @@ class RealExecutor:
             self._request = (key, encode_request(argv, self._env[1], cwd, cpus, cap_bytes, timeout_s))
         return self._request[1]
 
-    def _run(self, server: ForkServer, request: bytes) -> Finished:
+    def _run(self, server: ForkServer, request: bytes) -> Reply:
         """The run's reply; a server found dead before the request (killed between runs) is replaced once."""
         try:
             return server.run(request)
@@ -145,18 +147,7 @@ class RealExecutor:
         if self._stop_server is not None:
             self._stop_server()  # closes the server, once
         self._server = self._stop_server = None
-
-
-def _execution(done: Finished, own_cpu_s: float) -> Execution:
-    """The execution the server reported; the window's harness time is perfab's own where the server could not
-    read it."""
-    r, window = done.report, None
-    if done.stat_before is not None and done.stat_after is not None:
-        harness = done.harness_s if done.harness_s is not None else own_cpu_s
-        window = CpuWindow(cpu_stat(done.stat_before), cpu_stat(done.stat_after), harness)
-    return Execution(done.status, r.wall_s, r.user_s, r.sys_s, r.max_rss_kb, r.nvcsw, r.nivcsw, done.timed_out,
-                     done.stdout, done.stderr, done.stdout_bytes, done.stderr_bytes, stderr_tail=done.stderr_tail,
-                     window=window)
+        self._own_cpu = True
 
 
 def _why(e: CannotStart | ServerGone, cwd: str | None) -> str:

@@ -267,11 +267,12 @@ static void signal_tree(int sig)
  */
 static void kill_tree(void)
 {
-	pid_t *below, *parent, self = getpid();
+	pid_t *below, *parent, self;
 	int i, n, killed;
 
 	if (reap(-1, WNOHANG) < 0 && errno == ECHILD)
 		return;
+	self = getpid();
 	do {
 		n = descendants(&below, &parent);
 		for (i = killed = 0; i < n; i++)
@@ -397,28 +398,31 @@ static void use_path_of(char **envp)
 	unsetenv("PATH");	/* execvpe then searches the default path */
 }
 
-static void fail(int pipe_w, int stage)
+/*
+ * The vforked child shares the server's memory until it execs or exits, and the
+ * server waits that long: a failure is written into `failed` (errno, stage),
+ * where the server reads it, with no pipe to make and close for every run.
+ */
+static void fail(volatile int *failed, int stage)
 {
-	int e[2] = { errno, stage };
-
-	if (write(pipe_w, e, sizeof(e)) < 0)
-		_exit(127);
+	failed[0] = errno;
+	failed[1] = stage;
 	_exit(127);
 }
 
 /* In the vforked child: only system calls, then exec or _exit. */
-static void child(const struct run *r, int pipe_w, int out_w, int err_w)
+static void child(const struct run *r, volatile int *failed, int out_w, int err_w)
 {
 	if (setsid() < 0)
-		fail(pipe_w, STAGE_FDS);
+		fail(failed, STAGE_FDS);
 	if (r->cwd[0] && chdir(r->cwd) < 0)
-		fail(pipe_w, STAGE_CHDIR);
+		fail(failed, STAGE_CHDIR);
 	if (r->mask && sched_setaffinity(0, r->mask_bytes, r->mask) < 0)
-		fail(pipe_w, STAGE_AFFINITY);
+		fail(failed, STAGE_AFFINITY);
 	if (dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
-		fail(pipe_w, STAGE_FDS);
+		fail(failed, STAGE_FDS);
 	execvpe(r->argv[0], r->argv, r->envp);
-	fail(pipe_w, STAGE_EXEC);
+	fail(failed, STAGE_EXEC);
 }
 
 /* The aggregate cpu line of /proc/stat: its first STAT_FIELDS counters into f, or -1s. */
@@ -495,10 +499,14 @@ static void keep(struct stream *s, const char *data, uint32_t n)
 	}
 }
 
-/* Read what the pipe holds; at its end (or an error) close it. */
-static void take(struct stream *s)
+/*
+ * Read what the pipe holds (poll said `revents`); at its end (or an error) close it.
+ * A pipe polls readable whenever it holds data, so a hang-up alone is its end:
+ * closed without the read that would return 0.
+ */
+static void take(struct stream *s, short revents)
 {
-	ssize_t n = read(s->fd, chunk, sizeof(chunk));
+	ssize_t n = revents & POLLIN ? read(s->fd, chunk, sizeof(chunk)) : 0;
 
 	if (n < 0 && (errno == EINTR || errno == EAGAIN))
 		return;
@@ -562,9 +570,9 @@ static int watch(pid_t pid, int pidfd, struct stream *out, struct stream *err, l
 		if (p[3].revents)
 			from_perfab(pid);
 		if (p[1].revents)
-			take(out);
+			take(out, p[1].revents);
 		if (p[2].revents)
-			take(err);
+			take(err, p[2].revents);
 		if (pidfd >= 0 ? p[0].revents != 0 : exited(pid))
 			return timed_out;
 	}
@@ -591,9 +599,9 @@ static void drain(struct stream *out, struct stream *err, long long grace_ns)
 		if (n <= 0)
 			break;
 		if (p[0].revents)
-			take(out);
+			take(out, p[0].revents);
 		if (p[1].revents)
-			take(err);
+			take(err, p[1].revents);
 	}
 	if (out->fd >= 0)
 		close(out->fd);
@@ -630,26 +638,27 @@ static void reply_done(int64_t *r, const struct rusage *ru, struct stream *out, 
 	free(err->ring);
 }
 
-/* Three pipes (the child's exec errors, stdout, stderr), all or none; -1 with errno. */
-static int pipes(int p[3][2])
+/* The workload's stdout and stderr pipes, both or none; -1 with errno. */
+static int pipes(int p[2][2])
 {
-	int i, e;
+	int e;
 
-	for (i = 0; i < 3; i++)
-		if (pipe2(p[i], O_CLOEXEC) < 0) {
-			e = errno;
-			while (i-- > 0)
-				close(p[i][0]), close(p[i][1]);
-			errno = e;
-			return -1;
-		}
+	if (pipe2(p[0], O_CLOEXEC) < 0)
+		return -1;
+	if (pipe2(p[1], O_CLOEXEC) < 0) {
+		e = errno;
+		close(p[0][0]), close(p[0][1]);
+		errno = e;
+		return -1;
+	}
 	return 0;
 }
 
 /* Start the child with its output on two pipes; its pid, or 0 after a FAILED reply. */
 static pid_t start(struct run *r, struct stream *out, struct stream *err)
 {
-	int p[3][2], *errpipe = p[0], *outp = p[1], *errp = p[2], e[2];
+	int p[2][2], *outp = p[0], *errp = p[1], e[2];
+	volatile int failed[2] = { 0, 0 };	/* errno and stage, written by a child that could not exec */
 	pid_t pid;
 
 	if (pipes(p) < 0) {
@@ -659,20 +668,17 @@ static pid_t start(struct run *r, struct stream *out, struct stream *err)
 	use_path_of(r->envp);
 	pid = vfork();
 	if (pid == 0)
-		child(r, errpipe[1], outp[1], errp[1]);
-	e[0] = errno;
-	close(errpipe[1]);
+		child(r, failed, outp[1], errp[1]);
+	e[0] = errno, e[1] = STAGE_FDS;
 	close(outp[1]);	/* the child has its own copies, or is gone: closed before any reply */
 	close(errp[1]);
 	out->fd = outp[0];
 	err->fd = errp[0];
-	if (pid > 0 && read(errpipe[0], e, sizeof(e)) == (ssize_t)sizeof(e)) {
+	if (pid > 0 && failed[1] != 0) {	/* it exited without exec */
+		e[0] = failed[0], e[1] = failed[1];
 		waitpid(pid, NULL, 0);
 		pid = -1;
-	} else if (pid < 0) {
-		e[1] = STAGE_FDS;
 	}
-	close(errpipe[0]);
 	if (pid > 0)
 		return pid;
 	close(out->fd);

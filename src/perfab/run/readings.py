@@ -20,10 +20,10 @@ every rusage figure is the simulator's.
 
 from __future__ import annotations
 
-import math
+from math import isfinite
 import signal
 from dataclasses import replace
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import Callable
 
 from perfab.errors import PerfabError
@@ -42,7 +42,8 @@ def record(ex: Execution, started: float, measurement, parse, backend: Backend, 
     metrics: dict[str, float] = {}
     sources: dict[str, str] = {}
     meta: dict[str, Metric] = {}
-    reason = failure(ex, workload)
+    code, sig = ex.exit_code, ex.signal
+    reason = failure(ex, workload, code, sig)
     excluded: dict[str, str] = {}
     notes: tuple[str, ...] = ()
     profile: dict[str, float] = {}
@@ -55,8 +56,7 @@ def record(ex: Execution, started: float, measurement, parse, backend: Backend, 
         excluded.update(measurement.excluded)
         notes = tuple(measurement.notes) + notes
         profile = dict(getattr(measurement, "profile", {}) or {})
-        info = backend.metric_info()
-        meta.update({m: resolve(m, known=i, origin="backend") for m, i in info.items() if m in measurement.metrics})
+        meta.update({m: _backend_metric(m, i) for m, i in backend.metric_info().items() if m in measurement.metrics})
         reason = measurement.failure or reason  # the backend knows more than an exit status
     if reason is None and parse is not None and (ex.stdout_bytes > len(ex.stdout) or ex.stderr_bytes > len(ex.stderr)):
         cut = max(ex.stdout_bytes, ex.stderr_bytes)
@@ -82,7 +82,7 @@ def record(ex: Execution, started: float, measurement, parse, backend: Backend, 
             excluded.update(_missing(workload, metrics, excluded, backend))
     transient = bool(reason) and measurement is not None and measurement.transient and reason == measurement.failure
     return RunRecord("failed" if reason else "ok", visible(reason) if reason else None, started, ex.wall_s, ex.user_s,
-                     ex.sys_s, ex.max_rss_kb, ex.nvcsw, ex.nivcsw, ex.exit_code, ex.signal, ex.timed_out, ex.stdout,
+                     ex.sys_s, ex.max_rss_kb, ex.nvcsw, ex.nivcsw, code, sig, ex.timed_out, ex.stdout,
                      ex.stderr, ex.stdout_bytes, ex.stderr_bytes, metrics if reason is None else {}, excluded, notes,
                      meta, sources, profile if reason is None else {}, transient)
 
@@ -98,10 +98,15 @@ def _parsed(name: str, unit: str | None, higher_is_better: bool | None) -> Metri
     return resolve(name, unit=unit, higher_is_better=higher_is_better, exact=False, origin="parser")
 
 
+@lru_cache(maxsize=4096)
+def _backend_metric(name: str, known: Metric) -> Metric:
+    """A backend's metric as stored: every run of a session reads the same ones, each resolved once."""
+    return resolve(name, known=known, origin="backend")
+
+
 def _add(metrics: dict, sources: dict, values: dict, source: str) -> None:
-    for m, v in values.items():
-        metrics[m] = v
-        sources[m] = source
+    metrics.update(values)
+    sources.update(dict.fromkeys(values, source))
 
 
 def rusage_readings(read: Callable[[str], float | int | None]) -> dict[str, float | None]:
@@ -110,9 +115,19 @@ def rusage_readings(read: Callable[[str], float | int | None]) -> dict[str, floa
     return {m: None if (v := read(f)) is None else float(v) for m, f in RUSAGE_FIELDS.items()}
 
 
+def rusage_of(ex: Execution) -> dict[str, float]:
+    """``rusage_readings`` of an execution, those it knows (max RSS may be unknown), spelled out: every run
+    reads them."""
+    got = {"wall_s": float(ex.wall_s), "user_s": float(ex.user_s), "sys_s": float(ex.sys_s),
+           "vcsw": float(ex.nvcsw), "ivcsw": float(ex.nivcsw)}
+    if ex.max_rss_kb is not None:
+        got["max_rss_kb"] = float(ex.max_rss_kb)
+    return got
+
+
 def _rusage(ex: Execution, backend: Backend, measurement, override: dict | None) -> tuple[dict, dict, tuple]:
     """(rusage metrics that are the workload's, exclusions with reasons, notes)."""
-    own = override if override is not None else rusage_readings(partial(getattr, ex))
+    own = rusage_of(ex) if override is None else {m: v for m, v in override.items() if v is not None}
     excluded: dict[str, str] = {}
     wrapper = backend.wraps_workload
     if wrapper and backend.simulated:
@@ -129,27 +144,28 @@ def _rusage(ex: Execution, backend: Backend, measurement, override: dict | None)
                 f"{backend.name}'s own figures (use the time backend, or count context-switches as an event); "
                 f"user and sys time are {backend.name}'s rusage of the workload")
         return {m: v for m, v in keep.items() if v is not None}, excluded, (note,)
-    if own.get("max_rss_kb") is None:
+    if "max_rss_kb" not in own:
         excluded["max_rss_kb"] = "not measurable (at most perfab's own peak RSS)"
-    return {m: v for m, v in own.items() if v is not None}, excluded, ()
+    return own, excluded, ()
 
 
 def _unusable(metrics: dict[str, float], profile: dict[str, float]) -> tuple[dict, dict, tuple[str, ...]]:
     """Readings that are no finite number, taken out of ``metrics`` (in place) with their reasons; the profile
     (left out whole when a share is not finite), and a note saying so."""
     excluded = {}
-    for name in [m for m, v in metrics.items() if not _finite(v)]:
+    # A finite float, what nearly every reading is, is told without a call.
+    for name in [m for m, v in metrics.items() if not (type(v) is float and isfinite(v)) and not _finite(v)]:
         value = metrics.pop(name)
         excluded[name] = ("not read: the backend could not take it" if value is None
                           else f"not a finite number ({value!r})")
-    if all(_finite(v) for v in profile.values()):
+    if not profile or all(_finite(v) for v in profile.values()):
         return excluded, profile, ()
     bad = next(s for s, v in profile.items() if not _finite(v))
     return excluded, {}, (f"the profile was left out: symbol {bad!r} has a share that is not a finite number",)
 
 
 def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and isfinite(value)
 
 
 def _missing(workload: Workload, metrics: dict, excluded: dict, backend: Backend) -> dict[str, str]:
@@ -161,20 +177,20 @@ def _missing(workload: Workload, metrics: dict, excluded: dict, backend: Backend
     return {name: "not in the workload's output in this run (no finite value printed for it)" for name in expected}
 
 
-def failure(ex: Execution, workload: Workload) -> str | None:
-    """Why the execution failed, in words, or None."""
+def failure(ex: Execution, workload: Workload, code: int | None, sig: int | None) -> str | None:
+    """Why the execution failed, in words, or None; ``code`` and ``sig`` are its exit code and signal."""
     if ex.error:
         return ex.error
     if ex.timed_out:
         return f"timed out after {workload.timeout_s:g} s"
-    if ex.signal is not None:
+    if sig is not None:
         try:
-            return f"killed by {signal.Signals(ex.signal).name}"
+            return f"killed by {signal.Signals(sig).name}"
         except ValueError:
-            return f"killed by signal {ex.signal}"
-    if ex.exit_code:
+            return f"killed by signal {sig}"
+    if code:
         tail = ex.stderr.decode(errors="replace").strip().splitlines()[-1:]
-        return f"exit status {ex.exit_code}" + (f": {tail[0][:120]}" if tail else "")
+        return f"exit status {code}" + (f": {tail[0][:120]}" if tail else "")
     return None
 
 

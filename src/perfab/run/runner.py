@@ -184,6 +184,7 @@ class _Walk:
         self.cell: SideContext | None = None  # the cell entered, None while none is
         self.workload: Workload | None = None  # the workload of the current stretch
         self.parse, self.index, self.total = None, 0, 0  # its parser; its runs done and all, for progress
+        self.quiet: dict[tuple, SideContext] = {}  # cell -> its context, kept: entering and leaving do nothing
 
     def all(self, signals: "_Signals", scratch_root: Path) -> tuple[str, str | None]:
         """Execute every event (those a look appends too): (finished | interrupted | aborted, why it stopped)."""
@@ -222,15 +223,21 @@ class _Walk:
         self._close("workload")
 
     def _enter(self, cell: tuple) -> None:
-        """Enter a cell: the side's setup, the workload's service for that side and point."""
-        exp, sides = self.r.exp, self.r.sides
-        workload, variant = exp.workload(cell[0]), exp.variant(cell[1])
-        values = sides.values(variant, workload, cell[2])
-        ctx = SideContext(exp, workload, variant, cell[2], sides.env(variant), sides.cwd(workload, values), self.r.say,
-                          sides.source(variant), starts_service=not self.r.backend.runs_service)
-        ctx.__enter__()
+        """Enter a cell: the side's setup, the workload's service for that side and point.  A quiet cell's
+        context (nothing to set up, tear down or start) is made once and kept: an interleaved plan switches
+        cells at nearly every run."""
+        ctx = self.quiet.get(cell)
+        if ctx is None:
+            exp, sides = self.r.exp, self.r.sides
+            workload, variant = exp.workload(cell[0]), exp.variant(cell[1])
+            values = sides.values(variant, workload, cell[2])
+            ctx = SideContext(exp, workload, variant, cell[2], sides.env(variant), sides.cwd(workload, values),
+                              self.r.say, sides.source(variant), starts_service=not self.r.backend.runs_service)
+            ctx.__enter__()
+            if ctx.quiet:
+                self.quiet[cell] = ctx
         self.cell = ctx
-        self.open.append(("cell", lambda: ctx.__exit__(None, None, None)))
+        self.open.append(("cell", _stay if ctx.quiet else lambda: ctx.__exit__(None, None, None)))
 
     def _close(self, kind: str) -> None:
         """Leave the innermost open thing if it is a ``kind`` (a cell left early is not left twice)."""
@@ -298,6 +305,10 @@ class _Walk:
         r.say(f"look {decision.look} after {decision.runs_per_side} runs per side: {decision.reason}")
         r.store.extend_plan(self.opened.id, more)
         return None
+
+
+def _stay() -> None:
+    """Leaving a quiet cell: nothing to do (its context is kept for the next time)."""
 
 
 def _failure_limit(exp: Experiment, schedule: Schedule) -> int:

@@ -132,6 +132,7 @@ class Schedule:
     def __init__(self, events: list[Event], blocks: Blocks | None = None):
         self.events = list(events)  # in the order they happen
         self.blocks = blocks  # where more runs come from at a look; None for a fixed experiment
+        self._runs: list[PlannedRun] | None = None  # ``runs()``, until the schedule grows
 
     def __iter__(self):
         """The events, those appended while iterating too."""
@@ -141,8 +142,10 @@ class Schedule:
             i += 1
 
     def runs(self) -> list[PlannedRun]:
-        """The planned runs scheduled so far."""
-        return [e.planned for e in self.events if isinstance(e, Run)]
+        """The planned runs scheduled so far (a new list; a session asks several times before it runs)."""
+        if self._runs is None:
+            self._runs = [e.planned for e in self.events if isinstance(e, Run)]
+        return list(self._runs)
 
     def builds(self) -> dict:
         """Side name -> ``perfab.run.build.Source`` of the sides built from source."""
@@ -153,6 +156,7 @@ class Schedule:
         more = self.blocks.next() if self.blocks is not None else []
         if more:
             self.events += stretch(more) + [Look(self.blocks.last)]
+            self._runs = None
         return more
 
     def possible(self) -> "Schedule":

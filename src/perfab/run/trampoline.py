@@ -42,6 +42,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from perfab.machine.busy import CpuWindow, cpu_stat
+from perfab.run.execution import Execution
+
 SOURCE = Path(__file__).with_name("perfab-exec.c")
 TAIL_BYTES = 4096  # the last bytes of stderr kept (where perf reports a signal death)
 GRACE_S = 0.25  # how long the pipes are still read once the workload is reaped
@@ -61,20 +64,16 @@ class Report:
 
 
 @dataclass(frozen=True)
-class Finished:
-    """What the fork server reported of one run that started."""
+class Reply:
+    """The fork server's answer for one run that started, as it came: ``execution`` reads it."""
 
-    status: int  # the raw wait status
-    report: Report  # wall time (fork to exit) and the workload's rusage
-    timed_out: bool  # its process group was killed at the timeout
-    stdout: bytes  # the first cap bytes of stdout
-    stderr: bytes  # the first cap bytes of stderr
-    stdout_bytes: int  # every byte written to stdout
-    stderr_bytes: int  # every byte written to stderr
-    stderr_tail: bytes  # the last tail bytes of stderr
-    harness_s: float | None  # CPU time of perfab and the server over the window; None when unreadable
-    stat_before: tuple[int, ...] | None  # /proc/stat's cpu counters (ticks) before the fork; None when unreadable
-    stat_after: tuple[int, ...] | None  # the same after the reap
+    head: tuple[int, ...]  # the reply's int64 fields (``_REPLY``): status, rusage, counts, readings
+    payload: bytes  # the bytes that follow them: stdout kept, stderr kept, then stderr's tail when it was cut
+
+    @property
+    def harness_known(self) -> bool:
+        """The server read perfab's CPU time over the window itself."""
+        return self.head[15] >= 0
 
 
 def cache_dir() -> Path:
@@ -204,7 +203,7 @@ class ForkServer:
         self.closed = False
         self.in_flight = False  # a request was sent whole and its reply is awaited: a kill may follow it
 
-    def run(self, request: bytes) -> Finished:
+    def run(self, request: bytes) -> Reply:
         """Run one request to its end.  Raises CannotStart, or ServerGone when the server is dead (before the
         request: nothing ran) or dies during the run."""
         try:
@@ -223,7 +222,7 @@ class ForkServer:
             payload = self._recv(out_n + err_n + tail_n) if out_n + err_n + tail_n else b""
         finally:
             self.in_flight = False
-        return _finished(head, payload)
+        return Reply(head, payload)
 
     def kill(self) -> None:
         """Ask the server to kill the run in flight (safe in a signal handler; a no-op between runs)."""
@@ -234,17 +233,17 @@ class ForkServer:
                 pass
 
     def _recv(self, size: int) -> bytes:
-        data = bytearray(size)
-        view, got = memoryview(data), 0
+        parts, got = [], 0
         while got < size:  # MSG_WAITALL may still return early at a signal
             try:
-                n = self.sock.recv_into(view[got:], size - got, socket.MSG_WAITALL)
+                part = self.sock.recv(size - got, socket.MSG_WAITALL)
             except ConnectionError as e:
                 raise ServerGone(str(e)) from e
-            if not n:
+            if not part:
                 raise ServerGone("perfab-exec exited")
-            got += n
-        return bytes(data)
+            parts.append(part)
+            got += len(part)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def close(self, grace_s: float = 2.0) -> None:
         """Close the socket (the server exits at EOF) and reap it; SIGKILL it after ``grace_s``."""
@@ -259,16 +258,19 @@ class ForkServer:
             self.proc.wait()
 
 
-def _finished(head: tuple[int, ...], payload: bytes) -> Finished:
-    """The reply's fields (``_REPLY``) and the bytes that follow them, as a ``Finished``."""
-    status, wall_ns, utime_us, stime_us, rss_kb, nv, niv, timed_out, out_total, err_total = head[1], *head[3:12]
-    out_n, err_n = head[12], head[13]
-    out, err, tail = payload[:out_n], payload[out_n:out_n + err_n], payload[out_n + err_n:]
-    before, after = head[16:16 + STAT_FIELDS], head[16 + STAT_FIELDS:]
-    return Finished(status, Report(wall_ns / 1e9, utime_us / 1e6, stime_us / 1e6, rss_kb, nv, niv), bool(timed_out),
-                    out, err, out_total, err_total, tail if head[14] else err[-TAIL_BYTES:],
-                    None if head[15] < 0 else head[15] / 1e9, None if min(before) < 0 else before,
-                    None if min(after) < 0 else after)
+def execution(reply: Reply, own_cpu_s: float) -> Execution:
+    """The run the reply tells of; the window's harness time is ``own_cpu_s`` (perfab's, read around the exchange)
+    where the server could not read it.  Decoded straight from the reply's fields: every run pays for this."""
+    (_, status, _, wall_ns, utime_us, stime_us, rss_kb, nv, niv, timed_out, out_total, err_total, out_n, err_n,
+     tail_n, harness_ns) = reply.head[:16]
+    payload, window = reply.payload, None
+    before, after = reply.head[16:16 + STAT_FIELDS], reply.head[16 + STAT_FIELDS:]
+    if min(before) >= 0 and min(after) >= 0:
+        window = CpuWindow(cpu_stat(before), cpu_stat(after), harness_ns / 1e9 if harness_ns >= 0 else own_cpu_s)
+    err = payload[out_n:out_n + err_n]
+    return Execution(status, wall_ns / 1e9, utime_us / 1e6, stime_us / 1e6, rss_kb, nv, niv, bool(timed_out),
+                     payload[:out_n], err, out_total, err_total, stderr_tail=payload[out_n + err_n:] if tail_n
+                     else err[-TAIL_BYTES:], window=window)
 
 
 def encode_request(argv: list[str], env: dict[str, str] | bytes, cwd: str, cpus: set[int] | None,

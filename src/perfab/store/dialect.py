@@ -48,6 +48,10 @@ REBUILDS: dict[tuple[int, str], tuple[str, ...]] = {
         "ALTER TABLE runs ADD CONSTRAINT runs_planned_id_attempt_key UNIQUE (planned_id, attempt)",
         "DROP INDEX runs_by_planned",
     ),
+    # Migration 5 stores three tables without a rowid; PostgreSQL's tables have none to drop.
+    (5, "samples"): (),
+    (5, "exclusions"): (),
+    (5, "profile_shares"): (),
 }
 
 _TYPES = (

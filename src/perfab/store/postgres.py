@@ -212,6 +212,7 @@ class _Connection:
 
     def __init__(self, conn, where: str):
         self.conn, self.where = conn, where
+        self.prepared: set[bytes] = set()  # names ``execute_prepared`` prepared on this connection
 
     def execute(self, sql: str, params: tuple | list = ()) -> _Cursor:
         returning = sql.lstrip().startswith("INSERT")
@@ -250,6 +251,37 @@ class _Connection:
             raise store_error(self.where, e) from None
         return _Stream(cur, self.where)
 
+    def execute_prepared(self, name: str, sql: str, params: tuple) -> tuple | None:
+        """``sql`` (``%s`` placeholders), prepared as ``name`` at its first use on this connection and executed
+        through libpq with ``params`` sent as text (``text_param``: the statement must cast each one or compare
+        it with a typed column): the first row of its answer as text (bytes; None for NULL), or None.
+
+        psycopg's cursor adapts every parameter and tracks its prepared statements in Python at each execution:
+        for the statement every run pays for (``perfab.store.pgwrite``), most of perfab's own time of the write."""
+        import psycopg
+
+        pgconn, key = self.conn.pgconn, name.encode()
+        try:
+            if key not in self.prepared:
+                self._check(pgconn.prepare(key, _numbered(sql).encode()), pgconn)
+                self.prepared.add(key)
+            encoding = self.conn.info.encoding
+            result = self._check(pgconn.exec_prepared(key, [_text_param(v, encoding) for v in params]), pgconn)
+        except psycopg.Error as e:
+            raise store_error(self.where, e) from None
+        return tuple(result.get_value(0, i) for i in range(result.nfields)) if result.ntuples else None
+
+    def _check(self, result, pgconn):
+        """``result`` when it succeeded, else raises its error as psycopg would have."""
+        import psycopg
+        from psycopg import pq
+
+        if result.status in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
+            return result
+        if pgconn.status != pq.ConnStatus.OK:
+            raise psycopg.OperationalError(pgconn.get_error_message() or "the connection was lost")
+        raise psycopg.errors.error_from_result(result, self.conn.info.encoding)
+
     def execute_raw(self, sql: str, params: tuple | None = None):
         """PostgreSQL's own SQL; a failure becomes one StoreError line."""
         import psycopg
@@ -278,6 +310,24 @@ class _Connection:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def _numbered(sql: str) -> str:
+    """``%s`` placeholders as libpq's ``$1``, ``$2``, ... (the statement holds no other ``%``)."""
+    parts = sql.split("%s")
+    return "".join(f"{part}${i}" for i, part in enumerate(parts[:-1], 1)) + parts[-1]
+
+
+def _text_param(value, encoding: str) -> bytes | None:
+    """A parameter in PostgreSQL's text input form, in the connection's ``encoding``: a float's shortest repr
+    (read back to the same double), bytes as hex (bytea), None as NULL."""
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return b"\\x" + value.hex().encode()
+    if isinstance(value, float):
+        return repr(value).encode()
+    return str(value).encode(encoding)
 
 
 class _Transaction:

@@ -6,7 +6,7 @@ A run is one transaction, committed before the runner starts the next run:
    row) and must still be this runner's, else nothing is written;
 2. the run row is inserted as the planned run's next attempt, the attempt
    counted inside the same statement;
-3. its samples go in one ``executemany``, and its exclusions and profile
+3. its samples go in one multi-row INSERT, and its exclusions and profile
    shares likewise; a metric's unit and direction only when they are new
    or changed (the first run of a workload, rarely later).
 
@@ -31,6 +31,8 @@ commit is the server's (``perfab.store.pgwrite``).
 from __future__ import annotations
 
 import json
+import sqlite3
+from functools import lru_cache
 
 from perfab.errors import StoreError
 from perfab.plan import PlannedRun
@@ -54,16 +56,28 @@ class RunWriter:
         self.planned_ids: dict[int, dict[int, int]] = {}  # session -> seq -> planned run id
         self.meta_seen: dict[tuple[int, str, str], tuple] = {}  # (session, workload, metric) -> meta written
         self.meta_last: dict[tuple[int, str], dict] = {}  # (session, workload) -> the last run's meta, all written
+        self._cursor: tuple | None = None  # (SQLite connection, its plain cursor) for ``statements``
 
     def record(self, store, session: int, planned: PlannedRun, rec: RunRecord) -> int:
         """Commit ``rec`` as a new attempt of ``planned`` in one transaction; the run's id."""
         with store.transaction():
-            self.check_claim(store.db, session)
-            run_id = self.insert(store.db, session, planned, rec)
-            fresh = self.write_meta(store.db, session, planned.workload, rec)
+            db = self.statements(store.db)
+            self.check_claim(db, session)
+            run_id = self.insert(db, session, planned, rec)
+            fresh = self.write_meta(db, session, planned.workload, rec)
         self.meta_seen.update(fresh)  # once committed: a rolled-back write is written again next time
         self.meta_last[(session, planned.workload)] = rec.meta
         return run_id
+
+    def statements(self, db):
+        """What the write's statements run on: a plain cursor of a SQLite connection, made once (inside the
+        write's transaction, which turns a SQLite error into one StoreError line itself, the connection's guard
+        would only add a cursor and a call per statement), else the connection itself."""
+        if not isinstance(db, sqlite3.Connection):
+            return db
+        if self._cursor is None or self._cursor[0] is not db:
+            self._cursor = (db, sqlite3.Connection.cursor(db))
+        return self._cursor[1]
 
     def check_claim(self, db, session: int) -> None:
         """StoreError when the session is no longer this runner's (read inside the write's transaction)."""
@@ -90,13 +104,16 @@ class RunWriter:
         pid = self.planned_id(db, session, planned.seq)
         run_id = db.execute(INSERT_RUN, (pid, pid, *run_values(rec))).lastrowid
         if rec.metrics:
-            db.executemany("INSERT INTO samples (run_id, metric, value, source) VALUES (?, ?, ?, ?)",
-                           [(run_id, m, float(v), rec.sources.get(m, "backend")) for m, v in rec.metrics.items()])
+            sources, values = rec.sources, []
+            for m, v in rec.metrics.items():
+                values += (run_id, m, float(v), sources.get(m, "backend"))
+            insert_rows(db, "samples (run_id, metric, value, source)", 4, values)
         if rec.excluded:
-            db.executemany("INSERT INTO exclusions VALUES (?, ?, ?)", [(run_id, m, r) for m, r in rec.excluded.items()])
+            insert_rows(db, "exclusions (run_id, metric, reason)", 3,
+                        [x for m, r in rec.excluded.items() for x in (run_id, m, r)])
         if rec.profile:
-            db.executemany("INSERT INTO profile_shares VALUES (?, ?, ?)",
-                           [(run_id, k, float(v)) for k, v in rec.profile.items()])
+            insert_rows(db, "profile_shares (run_id, key, share)", 3,
+                        [x for k, v in rec.profile.items() for x in (run_id, k, float(v))])
         return run_id
 
     def fresh_meta(self, session: int, workload: str, rec: RunRecord) -> dict[tuple[int, str, str], tuple]:
@@ -122,6 +139,24 @@ class RunWriter:
             [(exp_id, workload, m, unit, None if hib is None else int(hib), int(exact), source)
              for (_, _, m), (unit, hib, exact, source) in fresh.items()])
         return fresh
+
+
+ROWS_PER_INSERT = 240  # rows of one multi-row INSERT: below SQLite's oldest limit of 999 parameters at 4 a row
+
+
+def insert_rows(db, into: str, width: int, values: list) -> None:
+    """Insert rows of ``width`` values each, given one after another in ``values``, ``ROWS_PER_INSERT`` at a
+    time: one statement for the few samples of a run, where ``executemany`` binds and steps each row apart."""
+    step = width * ROWS_PER_INSERT
+    for at in range(0, len(values), step):
+        chunk = values[at:at + step]
+        db.execute(_insert_sql(into, width, len(chunk) // width), chunk)
+
+
+@lru_cache(maxsize=64)
+def _insert_sql(into: str, width: int, rows: int) -> str:
+    row = "(" + ", ".join("?" * width) + ")"
+    return f"INSERT INTO {into} VALUES " + ", ".join([row] * rows)
 
 
 def run_values(rec: RunRecord) -> tuple:

@@ -226,24 +226,27 @@ class Guarded(sqlite3.Connection):
 
 
 class Transaction:
-    """BEGIN IMMEDIATE ... COMMIT; a SQLite failure becomes one StoreError line, and nothing half-written stays."""
+    """BEGIN IMMEDIATE ... COMMIT; a SQLite failure becomes one StoreError line, and nothing half-written stays.
+
+    It turns SQLite's errors into StoreError lines itself, so its own statements bypass the connection's guard
+    (``sqlite3.Connection.execute``): a stored run pays for two of them."""
 
     def __init__(self, db: sqlite3.Connection, path: str):
         self.db, self.path = db, path
 
     def __enter__(self):
         try:
-            self.db.execute("BEGIN IMMEDIATE")
+            sqlite3.Connection.execute(self.db, "BEGIN IMMEDIATE")
         except sqlite3.Error as e:
             raise store_error(self.path, e) from None
 
     def __exit__(self, exc_type, exc, tb):
         try:
-            self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+            sqlite3.Connection.execute(self.db, "COMMIT" if exc_type is None else "ROLLBACK")
         except sqlite3.Error as e:
             if exc_type is None:
                 try:
-                    self.db.execute("ROLLBACK")
+                    sqlite3.Connection.execute(self.db, "ROLLBACK")
                 except sqlite3.Error:
                     pass
                 raise store_error(self.path, e) from None
