@@ -138,7 +138,7 @@ if [ -f $R/service.log ]; then
   tail -c {SERVICE_LOG_BYTES} $R/service.log > $R/service.tail && cp $R/service.tail $R/service.log
 fi
 echo "perfab: workload done" > /dev/console
-[ -f $Q/kallsyms ] && grep ' [tTwWdDbBrRvVA] ' /proc/kallsyms > $R/kallsyms
+read -r k < $Q/kallsyms; [ "$k" = 1 ] && grep ' [tTwWdDbBrRvVA] ' /proc/kallsyms > $R/kallsyms
 {BIN_DIR}/perfab-guestrun --send $R {RESULT_TTY} {" ".join(SECTIONS)}
 echo "perfab: result sent" > /dev/console
 poweroff -f
@@ -304,8 +304,8 @@ def _request(workload: Workload) -> dict[str, bytes]:
     }
     if workload.service is not None:
         req.update(_service_request(workload.service, workload))
-    if workload.kallsyms:
-        req["kallsyms"] = b""
+    req["kallsyms"] = b"1\n" if workload.kallsyms else b"0\n"  # a file either way: the run that fetches the
+    # symbols leaves the same files in the guest before its workload as the runs that do not
     if workload.root == "host":
         req["hostroot"] = b""
         req["prefetch"] = _strings([*PREFETCH, *_host_files(workload)], "file list")

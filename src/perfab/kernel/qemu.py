@@ -314,6 +314,8 @@ def boot(req: BootRequest) -> BootResult:
         finally:
             if guide is not None:
                 guide.close()
+        if guide is not None and code is not None and failed is None:
+            failed = guide.unloaded(guestresult.qemu_error(guestresult.read_text(work / "qemu.stderr")))
         res = _collect(req, work, accel, code, timed_out, time.monotonic() - start, to_workload)
         res = replace(res, percpu_bases=tuple(bases), **_started(guide, failed))
     if known_syms is not None:

@@ -162,6 +162,13 @@ class Guide:
         if self.restore and not self._loaded:
             self.found.state.unlink(missing_ok=True)
 
+    def unloaded(self, qemu_error: str | None) -> str | None:
+        """Why the run failed when QEMU ended without loading the saved guest (the stream was dropped), else None."""
+        if not self.restore or self._loaded:
+            return None
+        return (f"QEMU could not load the side's saved guest {self.found.key[:12]} ({qemu_error or 'no error line'}); "
+                "it was dropped, and the next run boots and saves it again")
+
     def _connected(self) -> bool:
         if self._session is None:
             try:
