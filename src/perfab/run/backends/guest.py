@@ -249,7 +249,8 @@ class GuestBackend(Declares):
 
         start = self.start()
         how = f"one boot per run, {start.removeprefix('boot (')[:-1]}" if start != "snapshot" else \
-            "one boot per side to just before the workload, saved there, and every run starts from that state"
+            "one boot per side to just before the workload, saved there, and every run starts from that state" \
+            f"{' (under TCG; under KVM one boot per run)' if self.measure.accel == 'auto' else ''}"
         lines = plan_lines(tuple(self._spec(v) for v in variants), self.measure, self.cache_root, how)
         if self.measure.size and len(variants) > 1:
             lines.append(f"  size: perfab size on each side's vmlinux against {variants[0].name}'s when the session "
