@@ -305,17 +305,7 @@ def boot(req: BootRequest) -> BootResult:
         bases: list[int] = []
         read = None if req.percpu_at is None else lambda: bases.extend(
             qmp.read_words(work / QMP_SOCKET, req.percpu_at, req.vcpus) or ())
-        failed = None
-        try:
-            code, timed_out, to_workload = qemuproc.run_group(cmd, req.timeout_s, work / "qemu.stderr",
-                                                              work / "console.log", read, guide and guide.step)
-        except snapshot.Failure as e:
-            code, timed_out, to_workload, failed = None, False, None, str(e)
-        finally:
-            if guide is not None:
-                guide.close()
-        if guide is not None and code is not None and failed is None:
-            failed = guide.unloaded(guestresult.qemu_error(guestresult.read_text(work / "qemu.stderr")))
+        code, timed_out, to_workload, failed = _run(req, cmd, work, read, guide)
         res = _collect(req, work, accel, code, timed_out, time.monotonic() - start, to_workload)
         res = replace(res, percpu_bases=tuple(bases), **_started(guide, failed))
     if known_syms is not None:
@@ -323,6 +313,22 @@ def boot(req: BootRequest) -> BootResult:
     if res.kallsyms and res.failure is None:
         image.remember_kallsyms(req.kernel, cache, res.kallsyms)
     return res
+
+
+def _run(req: BootRequest, cmd: list[str], work: Path, on_start, guide: snapshot.Guide | None):
+    """QEMU's run: (exit code or None, timed out, seconds to the workload, why the snapshot point failed or None)."""
+    failed = None
+    try:
+        code, timed_out, to_workload = qemuproc.run_group(cmd, req.timeout_s, work / "qemu.stderr",
+                                                          work / "console.log", on_start, guide and guide.step)
+    except snapshot.Failure as e:
+        code, timed_out, to_workload, failed = None, False, None, str(e)
+    finally:
+        if guide is not None:
+            guide.close()
+    if guide is not None and code is not None and failed is None:
+        failed = guide.unloaded(guestresult.qemu_error(guestresult.read_text(work / "qemu.stderr")))
+    return code, timed_out, to_workload, failed
 
 
 def _guide(req: BootRequest, accel: str, archive: Path, work: Path, cache: Path,
