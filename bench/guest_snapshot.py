@@ -12,10 +12,14 @@ symbols), so load that comes and goes hits both alike.
 The figure the goal is about is a run's wall time (the launcher's, as the
 runner waits for it) over the workload's own emulated time
 (``guest_wall_s``): goal at most 3 s.  Also printed: the ratio of the two
-modes per pair, the saved guest's size and the time to save it, and each
-mode's instruction counts (every snapshot run must count the same).
+modes per pair, the saved guest's size and the time to save it, each
+mode's instruction counts, and whether the restored runs counted what the
+run that booted and saved the guest counted (every count the launcher
+sums: instructions, and with ``--models`` the cache, branch and coherence
+models; with ``--vcpus 2`` each vCPU's instructions too).
 
     PYTHONPATH=src python bench/guest_snapshot.py [--pairs 3] [--loops 200000] [--kernel BZIMAGE]
+                                                  [--vcpus 2] [--models]
 """
 
 from __future__ import annotations
@@ -49,13 +53,17 @@ int main(int argc, char **argv)
 """
 
 
-def launch(kernel: str, loop: str, loops: int, snapshot: bool, work: Path, cache: str) -> dict:
+COUNTING = {"cache": False, "l1d": "32768:8:64", "branch": False, "coherence": False}  # the backend's default
+MODELS = {"cache": True, "l1i": "32768:8:64", "l1d": "32768:8:64", "ll": "8388608:16:64", "branch": True,
+          "coherence": True}
+
+
+def launch(args, loop: str, snapshot: bool, work: Path, cache: str) -> dict:
     """One run through the launcher; its result document with the launcher's wall time added."""
     result = work / f"result-{time.monotonic_ns()}.json"
-    request = {"kernel": kernel, "argv": [loop, str(loops)], "accel": "tcg", "vcpus": 1, "memory_mb": 512,
-               "plugin": {"cache": False, "l1d": "32768:8:64", "branch": False, "coherence": False},
-               "symbols": "guest", "top": 200, "cache_dir": cache, "snapshot": snapshot, "timeout_s": 600,
-               "result": str(result)}
+    request = {"kernel": args.kernel, "argv": [loop, str(args.loops)], "accel": "tcg", "vcpus": args.vcpus,
+               "memory_mb": 512, "plugin": MODELS if args.models else COUNTING, "symbols": "guest", "top": 200,
+               "cache_dir": cache, "snapshot": snapshot, "timeout_s": 600, "result": str(result)}
     path = work / "request.json"
     path.write_text(json.dumps(request))
     start = time.monotonic()
@@ -89,6 +97,10 @@ def report(runs: dict[str, list[dict]], first: dict, cache: str) -> None:
     print(f"snapshot runs: {statistics.median(over(r) for r in runs['snapshot']):.2f} s (worst {worst:.2f} s) of wall "
           f"time over the workload's emulated time; goal <= {GOAL_S:g} s: "
           f"{'met' if worst <= GOAL_S else 'not met'}")
+    same = all(r["counts"] == first["counts"] and r["per_vcpu"] == first["per_vcpu"] and
+               r["guest_wall_s"] == first["guest_wall_s"] for r in runs["snapshot"])
+    print(f"restored runs counted what the saving run counted ({len(first['counts'])} counts, per vCPU, "
+          f"emulated time): {'yes' if same else 'NO'}")
     symbol_diff(runs["boot"][0], runs["snapshot"][0])
     states = list(Path(cache, "snapshots").glob(f"{first['snapshot']}.state"))
     size = f"{states[0].stat().st_size / 1e6:.0f} MB" if states else "?"
@@ -113,19 +125,22 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=3, help="interleaved pairs of runs (default 3)")
     ap.add_argument("--loops", type=int, default=200000, help="getppid calls of the workload (default 200000)")
     ap.add_argument("--kernel", default=sorted(glob.glob("/boot/vmlinuz-*"))[-1], help="kernel image")
+    ap.add_argument("--vcpus", type=int, default=1, help="vCPUs of each guest (default 1)")
+    ap.add_argument("--models", action="store_true", help="the cache, branch and coherence models on")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-guest-snapshot-"))
     (work / "loop.c").write_text(LOOP_C)
     loop = str(work / "loop")
     subprocess.run(["gcc", "-O2", "-static", "-o", loop, str(work / "loop.c")], check=True)
     cache = str(work / "cache")
-    print(f"kernel {args.kernel}, {args.loops} getppid, load average {os.getloadavg()[0]:.1f} at the start")
-    launch(args.kernel, loop, args.loops, False, work, cache)  # warm: kallsyms, direct image, archives
-    first = launch(args.kernel, loop, args.loops, True, work, cache)  # boots and saves the guest
+    print(f"kernel {args.kernel}, {args.loops} getppid, {args.vcpus} vCPU(s), "
+          f"{'every model' if args.models else 'counting'}, load average {os.getloadavg()[0]:.1f} at the start")
+    launch(args, loop, False, work, cache)  # warm: kallsyms, direct image, archives
+    first = launch(args, loop, True, work, cache)  # boots and saves the guest
     runs: dict[str, list[dict]] = {"boot": [], "snapshot": []}
     for _ in range(args.pairs):
         for mode in runs:
-            runs[mode].append(launch(args.kernel, loop, args.loops, mode == "snapshot", work, cache))
+            runs[mode].append(launch(args, loop, mode == "snapshot", work, cache))
     assert all(r["start"] == "restored" for r in runs["snapshot"]), [r["start"] for r in runs["snapshot"]]
     report(runs, first, cache)
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
