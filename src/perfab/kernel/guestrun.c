@@ -3,6 +3,8 @@
  * markers perfab's TCG plugin counts from and to, with its server beside it.
  *
  *   perfab-guestrun REQ OUT
+ *   perfab-guestrun --snapshot-point   (guestpoint.c)
+ *   perfab-guestrun --send DIR TTY NAME...   (guestresult.c)
  *
  * REQ holds the request: `argv` and `env` (NUL-terminated strings), `cwd`
  * (one path) and, when the workload talks to a server, `svc_argv` and
@@ -14,6 +16,9 @@
  * a server `service.log` (its output) and `service` (the server's usage
  * before and after the workload: `before|after user_s S sys_s S run_ns N
  * syscr N syscw N procs N`).  A setup failure writes one line to OUT/error.
+ * OUT also receives `cpus` (processors /proc/cpuinfo lists) and copies of
+ * /proc/interrupts and /proc/vmstat from just before the start marker
+ * (`irq0`, `vm0`) and just after the stop marker (`irq1`, `vm1`).
  * REQ/prefetch lists files read once before anything starts (see prefetch).
  *
  * The kernel's random pool is credited with fixed bytes first (an emulated
@@ -391,14 +396,35 @@ static int workload_cpus(const struct server *srv, cpu_set_t *set)
     return 1;
 }
 
+int snapshot_point(void);
+int send_result(const char *dir, const char *tty_path, char **names, int count);
+void read_proc(const char *from, const char *to);
+void count_cpus(const char *to);
+
+/* Copy /proc/NAME to OUT/as. */
+static void proc_to_out(const char *name, const char *as)
+{
+    char from[256], to[4096];
+    snprintf(from, sizeof(from), "/proc/%s", name);
+    out_path(to, sizeof(to), as);
+    read_proc(from, to);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "--snapshot-point") == 0)
+        return snapshot_point();
+    if (argc >= 4 && strcmp(argv[1], "--send") == 0)
+        return send_result(argv[2], argv[3], argv + 4, argc - 4);
     if (argc != 3) {
         fprintf(stderr, "usage: perfab-guestrun REQ OUT\n");
         return 126;
     }
     const char *req = argv[1];
     out_dir = argv[2];
+    char path_cpus[4096];
+    out_path(path_cpus, sizeof(path_cpus), "cpus");
+    count_cpus(path_cpus);
     size_t n_argv, n_env, n_cwd;
     char *argv_buf = slurp(req, "argv", &n_argv, 0);
     char *env_buf = slurp(req, "env", &n_env, 0);
@@ -421,6 +447,8 @@ int main(int argc, char **argv)
     out_path(path_out, sizeof(path_out), "stdout");
     out_path(path_err, sizeof(path_err), "stderr");
     struct usage before = srv.pid ? server_usage(-1) : (struct usage){0};
+    proc_to_out("interrupts", "irq0");
+    proc_to_out("vmstat", "vm0");
     double t0 = now_s();
     MARK_START();
     pid_t pid = start(wargv, wenv, cwd, pin ? &wcpus : NULL, path_out, path_err);
@@ -429,6 +457,8 @@ int main(int argc, char **argv)
         ;
     MARK_STOP();
     double t1 = now_s();
+    proc_to_out("interrupts", "irq1");
+    proc_to_out("vmstat", "vm1");
     if (srv.pid) {
         struct usage after = server_usage(pid);  /* the workload's session is its own: left out */
         out_path(path_usage, sizeof(path_usage), "service");

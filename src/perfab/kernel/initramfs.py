@@ -8,16 +8,20 @@ inflating it.  It holds:
 - ``/bin/busybox`` and links for the applets the init script uses;
 - ``/init``, which mounts proc, sys and devtmpfs, brings online the CPUs
   the boot left offline (a deterministic SMP guest boots with ``maxcpus=1``,
-  see ``perfab.kernel.qemu``), snapshots
-  ``/proc/interrupts`` and ``/proc/vmstat``, runs ``perfab-guestrun`` (a
-  static C launcher, ``guestrun.c``, that starts the workload's server when
-  it has one, executes the plugin's start and stop markers around the
-  workload and reads the server's usage), snapshots again, writes the framed
-  result to the second serial port (``/dev/ttyS1`` in raw mode) and powers
-  off; on request it also sends the kernel's text and data symbols from
-  ``/proc/kallsyms`` (Debian ships a placeholder System.map);
+  see ``perfab.kernel.qemu``), runs ``perfab-guestrun`` (a static C
+  launcher, ``guestrun.c``, that starts the workload's server when it has
+  one, copies ``/proc/interrupts`` and ``/proc/vmstat`` just before the
+  plugin's start marker and just after its stop marker, runs the workload
+  between them and reads the server's usage), has the launcher write the
+  framed result to the second serial port (``/dev/ttyS1`` in raw mode,
+  ``guestresult.c``) and powers off; on request it also sends the kernel's
+  text and data symbols from ``/proc/kallsyms`` (Debian ships a placeholder
+  System.map);
 - the request (argv, env, cwd, the server's) under ``/.perfab/req`` and the
-  launcher under ``/.perfab/bin``;
+  launcher under ``/.perfab/bin``; a guest that starts from a snapshot
+  (``Workload.snapshot``, see ``perfab.kernel.snapshot``) holds no request:
+  its init stops at the snapshot point and is given the run's request there
+  (``run_request``, a newc cpio the launcher unpacks);
 - what the workload runs from, in one of two roots:
 
   - ``root = "initramfs"`` (the default): the host files the workload needs,
@@ -64,7 +68,7 @@ from pathlib import Path
 
 from perfab.errors import ToolError, UsageError
 
-GUESTRUN_SOURCE = Path(__file__).with_name("guestrun.c")
+GUESTRUN_SOURCES = tuple(Path(__file__).with_name(name) for name in ("guestrun.c", "guestpoint.c", "guestresult.c"))
 BUSYBOX = Path("/bin/busybox")
 APPLETS = ("sh", "mount", "mkdir", "cat", "stty", "wc", "poweroff", "echo", "grep", "chroot", "cp", "insmod",
            "tail", "sed")
@@ -72,6 +76,7 @@ REQ_DIR = "/.perfab/req"
 OUT_DIR = "/.perfab/out"
 BIN_DIR = "/.perfab/bin"
 MODULE_DIR = "/.perfab/modules"
+SNAPSHOT_FLAG = "/.perfab/snapshot"  # present: the init stops at the snapshot point and is given the run's request
 RESULT_TTY = "/dev/ttyS1"
 HOST_ROOT_TAG = "perfabroot"  # the 9p mount tag QEMU gives the host's root
 SERVICE_LOG_BYTES = 4096  # the end of the server's log sent back
@@ -94,6 +99,10 @@ echo "perfab: init reached" > /dev/console
 for c in /sys/devices/system/cpu/cpu*/online; do [ -f $c ] && [ "$(cat $c)" = 0 ] && echo 1 > $c; done
 fail() {{ echo "$1" > $R/error; echo "perfab: $1" > /dev/console; }}
 [ -f $Q/modules ] && while read -r m; do insmod {MODULE_DIR}/$m 2>>$R/insmod.log; done < $Q/modules
+if [ -f {SNAPSHOT_FLAG} ]; then
+  {BIN_DIR}/perfab-guestrun --snapshot-point 2>$R/point.log || fail "$(tail -n 1 $R/point.log)"
+  echo "perfab: init reached the run's request" > /dev/console
+fi
 hostroot() {{
   mkdir -p /host /rw /newroot
   mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=262144 {HOST_ROOT_TAG} /host 2>$R/mount.log || {{
@@ -116,34 +125,21 @@ if [ -f $Q/maps ] && [ ! -f $R/error ]; then
     mkdir -p "$ROOT$guest" && mount --bind "$ROOT$host" "$ROOT$guest" || fail "cannot show $host at $guest in the guest"
   done < $Q/maps
 fi
-grep -c ^processor /proc/cpuinfo > $R/cpus
-cat /proc/interrupts > $R/irq0
-cat /proc/vmstat > $R/vm0
 rc=0
 if [ ! -f $R/error ]; then
   echo "perfab: workload start" > /dev/console
-  chroot $ROOT {BIN_DIR}/perfab-guestrun {REQ_DIR} {OUT_DIR}
+  RUN="{BIN_DIR}/perfab-guestrun {REQ_DIR} {OUT_DIR}"
+  if [ "$ROOT" = / ]; then $RUN; else chroot $ROOT $RUN; fi
   rc=$?
 fi
-cat /proc/interrupts > $R/irq1
-cat /proc/vmstat > $R/vm1
 [ "$ROOT" = / ] || cp $ROOT{OUT_DIR}/* $R/ 2>/dev/null
 [ -f $R/status ] || [ -f $R/error ] || echo "status launcher-$rc" > $R/status
 if [ -f $R/service.log ]; then
   tail -c {SERVICE_LOG_BYTES} $R/service.log > $R/service.tail && cp $R/service.tail $R/service.log
 fi
 echo "perfab: workload done" > /dev/console
-[ -f $Q/kallsyms ] && grep ' [tTwWdDbBrRvVA] ' /proc/kallsyms > $R/kallsyms
-exec 3<>{RESULT_TTY}
-stty -F {RESULT_TTY} raw -echo -opost
-for f in {" ".join(SECTIONS)}; do
-  [ -f $R/$f ] || : > $R/$f
-  echo "PERFAB-SECTION $f $(wc -c < $R/$f)" >&3
-  cat $R/$f >&3
-  echo >&3
-done
-echo PERFAB-END >&3
-exec 3>&-
+read -r k < $Q/kallsyms; [ "$k" = 1 ] && grep ' [tTwWdDbBrRvVA] ' /proc/kallsyms > $R/kallsyms
+{BIN_DIR}/perfab-guestrun --send $R {RESULT_TTY} {" ".join(SECTIONS)}
 echo "perfab: result sent" > /dev/console
 poweroff -f
 """
@@ -173,6 +169,7 @@ class Workload:
     root: str = "initramfs"  # "initramfs": the needed files copied in; "host": this machine's root over 9p
     maps: tuple[tuple[str, str], ...] = ()  # (host directory, guest directory): shown at the guest path
     modules: tuple[str, ...] = ()  # host paths of kernel modules loaded first, in order (.ko, .ko.xz)
+    snapshot: bool = False  # the archive holds no run's request: it comes at the snapshot point (run_request)
 
 
 @dataclass(frozen=True)
@@ -227,16 +224,36 @@ def _entries(workload: Workload, cache: Path) -> list[_Entry]:
     files["/init"] = _Entry("/init", 0o100755, INIT_SCRIPT.encode())
     for name, data in module_files(workload.modules).items():
         files[f"{MODULE_DIR}/{name}"] = _Entry(f"{MODULE_DIR}/{name}", 0o100644, data)
-    for name, data in _request(workload).items():
+    request, dirs = _run_parts(workload)
+    if workload.snapshot:
+        request = {name: data for name, data in request.items() if name == "modules"}  # loaded before the point
+        files[SNAPSHOT_FLAG] = _Entry(SNAPSHOT_FLAG, 0o100644, b"")
+        dirs = set()
+    for name, data in request.items():
         files[f"{REQ_DIR}/{name}"] = _Entry(f"{REQ_DIR}/{name}", 0o100644, data)
-    dirs = {"/proc", "/sys", "/dev", "/tmp", "/root", OUT_DIR}
+    for d in {"/proc", "/sys", "/dev", "/tmp", "/root", OUT_DIR, *dirs}:
+        files.setdefault(d, _Entry(d, 0o040755, b""))
+    return sorted(files.values(), key=lambda e: e.path)
+
+
+def _run_parts(workload: Workload) -> tuple[dict[str, bytes], set[str]]:
+    """What differs between runs: the launcher's request files, and the directories it runs in (initramfs root)."""
+    dirs = set()
     if workload.root == "initramfs":
         dirs.add(_in_guest(workload.cwd, workload))
         if workload.service is not None:
             dirs.add(_in_guest(workload.service.cwd, workload, workload.cwd))
-    for d in dirs:
-        files.setdefault(d, _Entry(d, 0o040755, b""))
-    return sorted(files.values(), key=lambda e: e.path)
+    return _request(workload), dirs
+
+
+def run_request(workload: Workload) -> bytes:
+    """The run's request for a guest that starts from a snapshot: a newc cpio the launcher unpacks at ``/`` at the
+    snapshot point (the request files under ``/.perfab/req`` and the workload's directories); kernel modules stay
+    in the archive."""
+    request, dirs = _run_parts(workload)
+    entries = [_Entry(f"{REQ_DIR}/{name}", 0o100644, data) for name, data in request.items() if name != "modules"]
+    entries += [_Entry(d, 0o040755, b"") for d in dirs]
+    return _cpio(sorted(entries, key=lambda e: e.path))
 
 
 def _abs(path: str) -> str:
@@ -287,8 +304,8 @@ def _request(workload: Workload) -> dict[str, bytes]:
     }
     if workload.service is not None:
         req.update(_service_request(workload.service, workload))
-    if workload.kallsyms:
-        req["kallsyms"] = b""
+    req["kallsyms"] = b"1\n" if workload.kallsyms else b"0\n"  # a file either way: the run that fetches the
+    # symbols leaves the same files in the guest before its workload as the runs that do not
     if workload.root == "host":
         req["hostroot"] = b""
         req["prefetch"] = _strings([*PREFETCH, *_host_files(workload)], "file list")
@@ -466,7 +483,7 @@ def _member(path: str, mode: int, data: bytes, ino: int, relative: bool = True) 
 
 def guestrun_binary(cache: Path) -> Path:
     """The static launcher, compiled from ``guestrun.c`` into ``cache`` on first use."""
-    source = GUESTRUN_SOURCE.read_bytes()
+    source = b"".join(p.read_bytes() for p in GUESTRUN_SOURCES)
     target = cache / f"perfab-guestrun-{hashlib.sha256(source).hexdigest()[:12]}"
     if target.exists():
         return target
@@ -477,7 +494,7 @@ def guestrun_binary(cache: Path) -> Path:
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".perfab-guestrun-")
     os.close(fd)
     try:
-        proc = subprocess.run([cc, "-O2", "-static", "-o", tmp, str(GUESTRUN_SOURCE)],
+        proc = subprocess.run([cc, "-O2", "-static", "-o", tmp, *map(str, GUESTRUN_SOURCES)],
                               capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
             raise ToolError(f"cannot build the guest launcher statically ({proc.stderr.strip()[:200]}): "

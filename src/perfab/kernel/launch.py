@@ -25,9 +25,13 @@ Request keys (``kernel`` and ``argv`` required):
                or a System.map / vmlinux path: the top kernel symbols
   top          20 (symbols listed per ranking)
   cache_dir    null (~/.cache/perfab/kernel)
+  snapshot     false; true: start from the saved guest of this machine, kernel and files (TCG with icount;
+               perfab.kernel.snapshot), the first such boot saving it
 
 Result keys:
   status, failure, console_tail, accel, vcpus_seen, guest_wall_s, host_wall_s,
+  start ("booted", "saved": booted and saved at the snapshot point, "restored": from the saved guest),
+  snapshot (the saved guest's key, or null), snapshot_note (why a boot to the point did not save it, or null),
   service {"before": {user_s, sys_s, run_ns, syscr, syscw, procs}, "after": {...}} (with a service),
   deltas {"irq.TLB": n, "vmstat.pgfault": n, ...},
   windows [{"index", "vcpus", "insns_user", "insns_kernel",
@@ -67,7 +71,7 @@ from perfab.kernel.tcg import KernelSymbols
 
 GUEST_FAILURE_EXIT = 125
 KEYS = {"kernel", "argv", "result", "cmdline", "vcpus", "memory_mb", "accel", "plugin", "deterministic",
-        "cwd", "env", "files", "timeout_s", "symbols", "top", "cache_dir", "root", "maps", "service"}
+        "cwd", "env", "files", "timeout_s", "symbols", "top", "cache_dir", "root", "maps", "service", "snapshot"}
 
 
 def request_from_json(doc: dict) -> qemu.BootRequest:
@@ -96,7 +100,7 @@ def request_from_json(doc: dict) -> qemu.BootRequest:
         files=tuple(str(f) for f in doc.get("files", ())), timeout_s=float(doc.get("timeout_s", 300)),
         kallsyms=doc.get("symbols") == "guest", cache_dir=doc.get("cache_dir"),
         root=str(doc.get("root", "initramfs")), maps=tuple((str(a), str(b)) for a, b in doc.get("maps", ())),
-        service=_service(doc.get("service")))
+        service=_service(doc.get("service")), snapshot=bool(doc.get("snapshot", False)))
 
 
 def _service(doc: dict | None) -> initramfs.Service | None:
@@ -118,6 +122,7 @@ def result_to_json(res: qemu.BootResult, symbols: KernelSymbols | None, top: int
         "status": res.status, "failure": res.failure, "console_tail": res.console_tail,
         "accel": res.accel, "vcpus_seen": res.vcpus_seen, "guest_wall_s": res.guest_wall_s,
         "host_wall_s": res.host_wall_s, "deltas": res.deltas, "service": res.service or None,
+        "start": res.start, "snapshot": res.snapshot or None, "snapshot_note": res.snapshot_note or None,
         "windows": [_window_json(w) for w in res.records],
         "counts": summed_counts(res.records),
         "per_vcpu": summed_per_vcpu(res.records),

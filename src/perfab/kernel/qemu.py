@@ -23,6 +23,9 @@ onlines the others through sysfs before the workload.  Measured on Debian's
 6.1 kernel: identical boots count exactly the same instructions, with one
 vCPU or several; without icount, kernel counts spread by about 1.5-2%.
 Under TCG the guest's wall time is emulation time, not the CPU's.
+``snapshot=True`` (TCG with icount) boots only once per machine, kernel and
+initramfs: that boot saves the guest at the snapshot point before its
+workload, and later boots restore it there (``perfab.kernel.snapshot``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import signal
 import struct
 import subprocess
 import tempfile
@@ -41,7 +43,7 @@ from pathlib import Path
 
 from perfab import scratch
 from perfab.errors import ToolError, UsageError
-from perfab.kernel import guestresult, image, initramfs, modules, qmp, tcg
+from perfab.kernel import guestresult, image, initramfs, modules, qemuproc, qmp, snapshot, tcg
 
 QEMU = "qemu-system-x86_64"
 PLUGIN_DIR = Path(__file__).resolve().parents[3] / "native" / "tcg"
@@ -56,7 +58,6 @@ HOST_ROOT_DEVICE = [  # this machine's / shared read-only over virtio-9p (root =
     "-device", f"virtio-9p-pci,fsdev=perfabroot,mount_tag={initramfs.HOST_ROOT_TAG}"]
 HITM_LINES = 200  # data lines the coherence model lists per window, most HITM first (as many as symbols named)
 QMP_SOCKET = "qmp.sock"  # in the boot's folder, when per-CPU bases are asked for
-WORKLOAD_START = b"perfab: workload start"  # the init's console line before the launcher runs
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ class BootRequest:
     deterministic: bool = True  # TCG: fixed RTC, no address/stack randomisation, icount (SMP: maxcpus=1, init onlines)
     cache_dir: str | None = None  # initramfs and helper cache; None: ~/.cache/perfab/kernel
     percpu_at: int | None = None  # address of __per_cpu_offset[]: read over QMP once the workload starts
+    snapshot: bool = False  # start from the side's saved guest (perfab.kernel.snapshot) where snapshot.problem allows
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,9 @@ class BootResult:
     service: dict[str, dict[str, float]] = field(default_factory=dict)  # "before"/"after" -> the server's usage
     service_log: bytes = b""  # the end of the server's output
     percpu_bases: tuple[int, ...] = ()  # each vCPU's per-CPU area (__per_cpu_offset[]), when asked and read
+    start: str = "booted"  # "booted" to the workload, "saved" at the snapshot point on the way, or "restored" there
+    snapshot: str = ""  # the key of the saved guest this boot saved or restored; "": none
+    snapshot_note: str = ""  # why a boot to the snapshot point did not save the guest
 
 
 def default_cache() -> Path:
@@ -154,7 +159,7 @@ def probe_kvm(timeout_s: float = 3.0) -> bool:
         image.write_bytes(_probe_payload())
         cmd = [QEMU, "-nodefaults", "-no-user-config", "-display", "none", "-accel", "kvm",
                "-m", "64", "-device", "isa-debug-exit,iobase=0xf4,iosize=0x04", "-kernel", str(image)]
-        code, _, _ = _run_group(cmd, timeout_s, Path(tmp) / "stderr")
+        code, _, _ = qemuproc.run_group(cmd, timeout_s, Path(tmp) / "stderr")
     return code == (0x31 << 1) | 1
 
 
@@ -263,6 +268,8 @@ def qemu_command(req: BootRequest, accel: str, archive: Path, work: Path, cache:
         cmd += HOST_ROOT_DEVICE
     if req.percpu_at is not None:
         cmd += ["-qmp", f"unix:{work / QMP_SOCKET},server=on,wait=off"]
+    if req.snapshot and snapshot.problem(accel, req.deterministic) is None:
+        cmd += snapshot.MACHINE
     return cmd
 
 
@@ -278,27 +285,29 @@ def kernel_cmdline(req: BootRequest, accel: str) -> str:
 
 
 def boot(req: BootRequest) -> BootResult:
-    """Boot ``req.kernel``, run the workload, power off; failures are in the result."""
+    """Boot ``req.kernel`` (or restore its saved guest), run the workload, power off; failures are in the result."""
     _check(req)
     cache = Path(req.cache_dir) if req.cache_dir else default_cache()
     known_syms = image.cached_kallsyms(req.kernel, cache) if req.kallsyms else None
+    accel = choose_accel(req)
+    saving = req.snapshot and snapshot.problem(accel, req.deterministic) is None
     workload = initramfs.Workload(argv=tuple(req.argv), cwd=req.cwd, env=tuple(req.env),
                                   files=tuple(req.files), kallsyms=req.kallsyms and known_syms is None,
                                   service=req.service, root=req.root, maps=tuple(req.maps),
-                                  modules=modules.for_host_root(req.kernel) if req.root == "host" else ())
+                                  modules=modules.for_host_root(req.kernel) if req.root == "host" else (),
+                                  snapshot=saving)
     archive = initramfs.build(workload, cache)
-    accel = choose_accel(req)
     scratch.sweep()  # what killed launchers left (their QEMU stopped first)
     with scratch.owned("boot") as work:
-        cmd = qemu_command(req, accel, archive, work, cache)
+        guide = _guide(req, accel, archive, work, cache, workload) if saving else None
+        cmd = qemu_command(req, accel, archive, work, cache) + (guide.arguments() if guide else [])
         start = time.monotonic()
         bases: list[int] = []
         read = None if req.percpu_at is None else lambda: bases.extend(
             qmp.read_words(work / QMP_SOCKET, req.percpu_at, req.vcpus) or ())
-        code, timed_out, to_workload = _run_group(cmd, req.timeout_s, work / "qemu.stderr",
-                                                  work / "console.log", read)
-        host_wall = time.monotonic() - start
-        res = replace(_collect(req, work, accel, code, timed_out, host_wall, to_workload), percpu_bases=tuple(bases))
+        code, timed_out, to_workload, failed = _run(req, cmd, work, read, guide)
+        res = _collect(req, work, accel, code, timed_out, time.monotonic() - start, to_workload)
+        res = replace(res, percpu_bases=tuple(bases), **_started(guide, failed))
     if known_syms is not None:
         return replace(res, kallsyms=known_syms)
     if res.kallsyms and res.failure is None:
@@ -306,69 +315,37 @@ def boot(req: BootRequest) -> BootResult:
     return res
 
 
-def _run_group(cmd: list[str], timeout_s: float, stderr_path: Path,
-               console: Path | None = None, on_start=None) -> tuple[int | None, bool, float | None]:
-    """Run ``cmd`` in its own process group; kill the group past ``timeout_s``; call ``on_start()`` once when
-    ``console`` shows the workload starting.
-
-    Returns (exit code or None, timed out, seconds until ``console`` showed the
-    workload starting or None)."""
-    watch = _ConsoleWatch(console, on_start)
-    with open(stderr_path, "wb") as err:
-        try:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
-                                    start_new_session=True)
-        except OSError as e:
-            raise ToolError(f"cannot start {cmd[0]}: {e.strerror}; install qemu-system-x86") from e
-        scratch.record_child(stderr_path.parent, proc.pid)  # its own session: a sweep stops it if we are killed
-        start = time.monotonic()
-        try:
-            while True:
-                left = timeout_s - (time.monotonic() - start)
-                if left <= 0:
-                    _kill_group(proc)
-                    return None, True, watch.seen_s
-                try:
-                    return proc.wait(timeout=min(left, 0.05)), False, watch.seen_s
-                except subprocess.TimeoutExpired:
-                    watch.poll(time.monotonic() - start)
-        except BaseException:
-            _kill_group(proc)
-            raise
-
-
-class _ConsoleWatch:
-    """Notes when the console first shows the workload starting."""
-
-    def __init__(self, path: Path | None, on_start=None):
-        self.path = path  # the console file, None when not watched
-        self.on_start = on_start  # called once when the workload starts; None: nothing to do
-        self.seen_s: float | None = None  # seconds from QEMU's start to the workload's
-        self._offset = 0  # bytes of the console already read
-
-    def poll(self, elapsed_s: float) -> None:
-        if self.path is None or self.seen_s is not None:
-            return
-        start = max(0, self._offset - len(WORKLOAD_START))  # overlap: the line may straddle reads
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(start)
-                chunk = f.read()
-        except OSError:
-            return
-        if WORKLOAD_START in chunk:
-            self.seen_s = elapsed_s
-            if self.on_start is not None:
-                self.on_start()
-        self._offset = start + len(chunk)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
+def _run(req: BootRequest, cmd: list[str], work: Path, on_start, guide: snapshot.Guide | None):
+    """QEMU's run: (exit code or None, timed out, seconds to the workload, why the snapshot point failed or None)."""
+    failed = None
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
+        code, timed_out, to_workload = qemuproc.run_group(cmd, req.timeout_s, work / "qemu.stderr",
+                                                          work / "console.log", on_start, guide and guide.step)
+    except snapshot.Failure as e:
+        code, timed_out, to_workload, failed = None, False, None, str(e)
+    finally:
+        if guide is not None:
+            guide.close()
+    if guide is not None and code is not None and failed is None:
+        failed = guide.unloaded(guestresult.qemu_error(guestresult.read_text(work / "qemu.stderr")))
+    return code, timed_out, to_workload, failed
+
+
+def _guide(req: BootRequest, accel: str, archive: Path, work: Path, cache: Path,
+           workload: initramfs.Workload) -> snapshot.Guide:
+    """The snapshot point's driver for this boot: its saved guest is keyed by the machine, not the plugin."""
+    machine = qemu_command(replace(req, plugin=None, percpu_at=None), accel, archive, Path("/boot"), cache)
+    found = snapshot.Saved.at(cache, snapshot.key(machine, req.kernel))
+    return snapshot.Guide(work, found, initramfs.run_request(workload))
+
+
+def _started(guide: snapshot.Guide | None, failed: str | None) -> dict:
+    """How the guest began (``BootResult.start``, ``snapshot``, ``snapshot_note``) and a snapshot point's failure."""
+    if guide is None:
+        return {}
+    out = {"start": guide.start, "snapshot": guide.found.key if guide.start != "booted" else "",
+           "snapshot_note": guide.note}
+    return {**out, "failure": failed, "status": None} if failed else out
 
 
 # ---- results ------------------------------------------------------------

@@ -8,7 +8,9 @@ keeps in ``__per_cpu_offset[]``.  ``read_words`` asks a guest's QMP socket
 monitor's ``x /Ngx ADDR``, which reads guest virtual memory without
 stopping the guest or changing its state (under ``-icount`` the counts
 stay the same).  Any failure gives None: the lines are then left as
-addresses.  Format: QEMU's QMP specification (docs/interop/qmp-spec).
+addresses.  ``Session`` keeps one connection for several commands: the
+snapshot point's stop, save and go on (``perfab.kernel.snapshot``).
+Format: QEMU's QMP specification (docs/interop/qmp-spec).
 """
 
 from __future__ import annotations
@@ -61,3 +63,31 @@ def _reply(reader, deadline: float, greeting: bool = False):
         if "return" in doc:
             return doc["return"]
     raise ValueError("QMP did not answer in time")
+
+
+class Session:
+    """One QMP connection for several commands; a failure (no answer, an error reply) raises ValueError."""
+
+    def __init__(self, sock_path: Path, timeout_s: float = 10.0):
+        self.timeout_s = timeout_s  # how long one command may take to answer
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._sock.settimeout(timeout_s)
+            self._sock.connect(str(sock_path))
+            self._reader = self._sock.makefile("r", encoding="utf-8", errors="replace")
+            _reply(self._reader, time.monotonic() + timeout_s, greeting=True)
+            self.execute("qmp_capabilities")
+        except (OSError, ValueError):
+            self._sock.close()
+            raise
+
+    def execute(self, command: str, **arguments):
+        """``command``'s ``return`` value."""
+        try:
+            _send(self._sock, {"execute": command, **({"arguments": arguments} if arguments else {})})
+            return _reply(self._reader, time.monotonic() + self.timeout_s)
+        except OSError as e:
+            raise ValueError(f"QMP {command}: {e}") from e
+
+    def close(self) -> None:
+        self._sock.close()

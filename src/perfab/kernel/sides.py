@@ -177,9 +177,10 @@ def launch_request(kernel: KernelImage, variant: Variant, measure: Measure, acce
     }
 
 
-def plan_lines(variants, measure: Measure, cache_root: Path) -> list[str]:
-    """What ``perfab plan`` shows of each kernel side: its build (checked, not run) and its boots."""
-    lines = ["guest: one boot per run, "
+def plan_lines(variants, measure: Measure, cache_root: Path, boots: str = "one boot per run") -> list[str]:
+    """What ``perfab plan`` shows of each kernel side: its build (checked, not run) and its boots (``boots``: how
+    its runs start, in words)."""
+    lines = [f"guest: {boots}, "
              f"{measure.vcpus} vCPU{'s' if measure.vcpus > 1 else ''}, {measure.memory_mb} MiB, accel {measure.accel}"]
     for v in variants:
         k = v.kernel

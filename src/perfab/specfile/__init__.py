@@ -132,6 +132,7 @@ class Measure:
     vmstat: tuple[str, ...]  # guest backend: /proc/vmstat rows counted over each run, in the guest
     cache_sim: bool  # guest backend: simulate L1i/L1d/LL in the TCG plugin
     root: str  # guest backend: what the guest runs from: "initramfs" (files copied in) or "host" (this machine's /)
+    snapshot: bool  # guest backend under TCG: runs start from the side's guest saved just before the workload
     coherence: bool  # guest backend: private L1d per vCPU with MESI in the TCG plugin (HITM, invalidations)
     guest_counters: tuple[str, ...]  # guest backend under KVM: perf events counted inside the guest (vPMU)
     size: bool  # guest backend, built kernels: each side's vmlinux diffed against the baseline's (perfab size)

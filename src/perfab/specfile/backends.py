@@ -123,6 +123,10 @@ GUEST = Declaration(
             'their libraries and files, copied in: only these bytes, the same on every side) or "host" (this '
             "machine's root filesystem, read-only over virtio-9p with a tmpfs for writes: scripts, installed "
             "benchmarks and servers run unchanged)."),
+        Key("snapshot", Bool(), True,
+            "guest backend under TCG: each side's kernel boots once, to the point just before the workload, where "
+            "QEMU saves the guest; every run starts from that state and counts what a fresh boot counts. false: "
+            "every run boots."),
         Key("cache_sim", Bool(), False,
             "guest backend under TCG: simulate L1i, L1d and LL (geometry from l1i, l1d, ll, else 32K,8,64 / "
             "32K,8,64 / 8M,16,64), split user/kernel."),

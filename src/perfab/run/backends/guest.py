@@ -1,9 +1,12 @@
-"""The guest backend: each run boots the side's kernel under QEMU and runs the workload inside.
+"""The guest backend: each run runs the workload inside a QEMU guest of the side's kernel.
 
 The runner executes ``python -m perfab.kernel.launch REQUEST`` for a run;
 the launcher boots the side's kernel (``perfab.kernel.qemu``) with a
 perfab-built initramfs holding the workload, relays the workload's output
 and exit status, and leaves its readings in the run's scratch directory.
+Under TCG (``measure.snapshot``, on by default) the first run of a side
+boots to the point just before its workload, where QEMU saves the guest,
+and every later run starts from that state (``perfab.kernel.snapshot``).
 
 Under TCG, perfab's plugin counts every guest instruction between the
 workload's start and its end, split user/kernel (``instructions:u``,
@@ -79,6 +82,7 @@ class GuestBackend(Declares, declaration=GUEST):
         self.accel: str | None = None
         self.counters: tuple[str, ...] = tuple(measure.guest_counters)  # vPMU events, counted inside the guest
         self._groups = vpmu_groups(self.counters, measure.max_events_per_run) if self.counters else ((),)
+        self.snapshot = measure.snapshot  # runs start from the side's saved guest (under TCG)
         self.baseline = ""  # the experiment's baseline side (by preflight), which measure.size diffs against
         self.sizes: dict[str, dict] | None = None  # side -> {"size": ...} once diffed (measure.size)
         self.say = print  # one line for the user (prepare's)
@@ -154,7 +158,8 @@ class GuestBackend(Declares, declaration=GUEST):
         from perfab.kernel.sides import KernelImage
 
         if self.kernels:
-            out = {side: {"kernel": kernel.identity()} for side, kernel in self.kernels.items()}
+            out = {side: {"kernel": kernel.identity(), "guest_start": self.start()} for side, kernel in
+                   self.kernels.items()}
             for side, facts in self._sizes().items():
                 out[side].update(facts)
             return out
@@ -169,11 +174,25 @@ class GuestBackend(Declares, declaration=GUEST):
             self.sizes = side_sizes(self.kernels, self.baseline, self.say)
         return self.sizes or {}
 
+    def start(self) -> str:
+        """How this backend's guests start, stored with each side: ``snapshot`` (from the side's saved guest) or
+        ``boot`` and why (the accelerator chosen by ``prepare``, else the one asked for)."""
+        from perfab.kernel.snapshot import problem
+
+        if not self.snapshot:
+            return "boot (measure.snapshot = false)"
+        why = problem(self.accel or ("kvm" if self.measure.accel == "kvm" else "tcg"), True)
+        return f"boot ({why})" if why else "snapshot"
+
     def plan_lines(self, variants: tuple[Variant, ...]) -> list[str]:
         """Each side's kernel (built before, or to build) and its boots, for ``perfab plan``."""
         from perfab.kernel.sides import plan_lines
 
-        lines = plan_lines(tuple(self._spec(v) for v in variants), self.measure, self.cache_root)
+        start = self.start()
+        how = f"one boot per run, {start.removeprefix('boot (')[:-1]}" if start != "snapshot" else \
+            "one boot per side to just before the workload, saved there, and every run starts from that state" \
+            f"{' (under TCG; under KVM one boot per run)' if self.measure.accel == 'auto' else ''}"
+        lines = plan_lines(tuple(self._spec(v) for v in variants), self.measure, self.cache_root, how)
         if self.measure.size and len(variants) > 1:
             lines.append(f"  size: perfab size on each side's vmlinux against {variants[0].name}'s when the session "
                          "begins; stored with it, printed in the report")
@@ -284,6 +303,7 @@ class GuestSide(Declares, declaration=GUEST):
                              self.parent.accel, self.parent.plugin_options(), argv, result, self.deadline_s,
                              self.parent.cache_root)
         doc["root"] = self.parent.measure.root
+        doc["snapshot"] = self.parent.snapshot
         doc["cwd"] = expand(self.workload.cwd, self.values) if self.workload.cwd else os.getcwd()
         doc["maps"] = side_maps(self.variant, self.workload, self.values, argv)
         if self.service is not None:
@@ -380,7 +400,7 @@ def read_result(path: Path, interrupts: tuple[str, ...] = (), vmstat: tuple[str,
     accel = result.get("accel") or "?"
     seen = result.get("vcpus_seen") or "?"
     notes = [f"guest: {accel.upper()}, {seen} vCPU{'' if seen == 1 else 's'} "
-             f"seen, booted and powered off in {result.get('host_wall_s') or 0:.1f} s"]
+             f"seen, {_started(result)} and powered off in {result.get('host_wall_s') or 0:.1f} s"]
     if result.get("failure"):
         tail = " | ".join(str(result.get("console_tail") or "").strip().splitlines()[-3:])
         return Measurement({}, notes=tuple(notes), failure=f"{result['failure']}; console: {tail}"[:600])
@@ -394,6 +414,16 @@ def read_result(path: Path, interrupts: tuple[str, ...] = (), vmstat: tuple[str,
                        profile={**_profile(result.get("symbols") or {}, counts.get("insns_kernel") or 0),
                                 **_model_profile(result)},
                        service=result.get("service") or {})
+
+
+def _started(result: dict) -> str:
+    """How the run's guest began, for its note: booted, booted and saved, or restored (perfab.kernel.snapshot)."""
+    start, key, note = result.get("start") or "booted", (result.get("snapshot") or "")[:12], result.get("snapshot_note")
+    if start == "restored":
+        return f"restored from the side's saved guest {key}"
+    if start == "saved":
+        return f"booted, saved at the snapshot point ({key})"
+    return f"booted (not saved: {note})" if note else "booted"
 
 
 def missing_rows(result: dict, interrupts: tuple[str, ...], vmstat: tuple[str, ...]) -> str | None:
