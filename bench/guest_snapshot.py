@@ -28,6 +28,7 @@ import argparse
 import glob
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -129,6 +130,14 @@ def main() -> int:
     ap.add_argument("--models", action="store_true", help="the cache, branch and coherence models on")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-guest-snapshot-"))
+    try:
+        return measure(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the saved guest is tens of MB
+
+
+def measure(args, work: Path) -> int:
+    """The warm-up runs, the interleaved pairs and the report, in ``work``."""
     (work / "loop.c").write_text(LOOP_C)
     loop = str(work / "loop")
     subprocess.run(["gcc", "-O2", "-static", "-o", loop, str(work / "loop.c")], check=True)
