@@ -226,7 +226,7 @@ EXPECTED = {
     'unknown-experiment-key': 'experiment.warmpu: unknown key; remove it or use one of: alpha, baseline, build, build_timeout, confidence, fdr, layout, layout_check, margin, max_failures, max_runs, method, min_runs, name, order, pin, repo, runs, seed, spending, stdout_cap, stop_on, warmup',
     'unknown-variant-key': 'variant[0].envv: unknown key; remove it or use one of: build, detect, detect_pattern, env, external, git, kernel, name, setup, teardown, vars, wrap',
     'unknown-workload-key': 'workload[0].args: unknown key; remove it or use one of: argv, cwd, metric, name, params, parser, parser_options, service, setup, shell, teardown, timeout',
-    'unknown-measure-key': 'measure.counter: unknown key; remove it or use one of: accel, backend, branch_sim, cache_sim, callgrind_toggle, coherence, counters, files, guest_counters, interrupts, l1d, l1i, ll, max_events_per_run, memory, profile, profile_event, profile_freq, root, size, vcpus, vmstat',
+    'unknown-measure-key': 'measure.counter: unknown key; remove it or use one of: accel, backend, branch_sim, cache_sim, callgrind_toggle, coherence, counters, files, guest_counters, interrupts, l1d, l1i, ll, max_events_per_run, memory, profile, profile_event, profile_freq, root, size, snapshot, vcpus, vmstat',
     'runs-string': 'experiment.runs: expected integer or "auto", got string \'ten\'; write runs = 20 (runs per side) or runs = "auto" (lower case, a sequential experiment)',
     'runs-float': 'experiment.runs: expected integer, got float 1.5; write it as a TOML integer',
     'runs-bool': 'experiment.runs: expected integer, got boolean True; write it as a TOML integer',
