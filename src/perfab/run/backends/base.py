@@ -37,7 +37,7 @@ from typing import Protocol
 
 from perfab.errors import UsageError
 from perfab.metrics import Metric
-from perfab.specfile.backends import RUSAGE_COUNTED, Declaration, Required  # noqa: F401 (the seam's types)
+from perfab.specfile.backends import Declaration, Required  # noqa: F401 (Required: the seam's type, re-exported)
 
 
 @dataclass(frozen=True)
