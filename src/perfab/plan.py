@@ -51,6 +51,7 @@ class PlannedRun:
     warmup: bool  # an unmeasured warm-up run
     block: int  # interleaving block, -1 for warm-ups
     params: Params = ()  # the sweep point, () outside sweeps
+    rep: int = 0  # place among its cell's measured runs from 0 (warm-ups -1, -2, ...): its boot and perturbation
 
 
 def sweep_points(workload: Workload) -> list[Params]:
@@ -70,10 +71,12 @@ def make_plan(exp: Experiment, sides: list[str] | None = None, n_groups: int = 1
         cells = [(side, point) for point in points for side in sides] if len(points) > 1 else \
             [(side, ()) for side in sides]
         for side, point in cells:
-            for _ in range(exp.warmup):
-                plan.append(PlannedRun(len(plan), workload.name, side, 0, True, -1, point))
-        for block, ((side, point), group) in _measured_order(exp, cells, n_groups, rng):
-            plan.append(PlannedRun(len(plan), workload.name, side, group, False, block, point))
+            for i in range(exp.warmup):
+                plan.append(PlannedRun(len(plan), workload.name, side, 0, True, -1, point, -1 - i))
+        reps = dict.fromkeys(cells, 0)
+        for block, (cell, group) in _measured_order(exp, cells, n_groups, rng):
+            plan.append(PlannedRun(len(plan), workload.name, cell[0], group, False, block, cell[1], reps[cell]))
+            reps[cell] += 1
     return plan
 
 

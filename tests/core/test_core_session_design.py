@@ -51,7 +51,8 @@ def test_the_design_a_session_stores_is_the_experiments(tmp_path):
     (session,) = store.sessions("e")
     store.close()
     exp = parse_spec(SEQUENTIAL)
-    assert session.design == exp.design
+    assert {k: v for k, v in session.design.items() if k != "replication"} == exp.design
+    assert session.design["replication"]["unit"] == "run"  # and how its runs relate to draws (perfab.replication)
     assert session.design["sequential"] == {"min_runs": 4, "max_runs": 8, "stop_on": "primary",
                                             "spending": "pocock"}
     assert session.sequential and session.design["runs"] == 8

@@ -85,7 +85,8 @@ def test_unknown_key_lists_allowed_keys():
     assert allowed.split(", ") == sorted(["name", "runs", "warmup", "order", "seed", "pin", "max_failures",
                                           "stdout_cap", "alpha", "confidence", "fdr", "margin", "method",
                                           "baseline", "build", "repo", "build_timeout", "min_runs", "max_runs",
-                                          "stop_on", "spending", "layout", "layout_check"])
+                                          "stop_on", "spending", "layout", "layout_check", "perturb",
+                                          "perturb_seed"])
 
 
 def test_missing_spec_file(tmp_path):

@@ -21,16 +21,16 @@ def _digest(path) -> str:
 def test_schema_version_and_migrations_table(db):
     Store(db).close()
     con = sqlite3.connect(db)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
     rows = con.execute("SELECT version FROM migrations").fetchall()
-    assert rows == [(1,), (2,), (3,), (4,), (5,)]
+    assert rows == [(1,), (2,), (3,), (4,), (5,), (6,)]
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"experiments", "sessions", "planned_runs", "runs", "samples", "exclusions", "metric_meta",
             "profile_shares"} <= tables
     con.close()
     Store(db).close()  # reopening applies nothing twice
     con = sqlite3.connect(db)
-    assert con.execute("SELECT count(*) FROM migrations").fetchone()[0] == 5
+    assert con.execute("SELECT count(*) FROM migrations").fetchone()[0] == 6
     con.close()
 
 

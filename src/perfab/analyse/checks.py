@@ -14,18 +14,21 @@ from scipy import stats
 from perfab.analyse.grid import exact_step
 
 
-def too_few_runs(n_base: int, n_exp: int, alpha: float) -> str | None:
-    """The rank test's smallest possible two-sided p-value is 2 / C(n+m, n); warn when it exceeds alpha."""
+def too_few_runs(n_base: int, n_exp: int, alpha: float, unit: str = "run") -> str | None:
+    """The rank test's smallest possible two-sided p-value is 2 / C(n+m, n); warn when it exceeds alpha.
+
+    ``unit`` is what the row counts: runs, or boots when the boot is its unit of replication."""
     if n_base == 0 or n_exp == 0:
-        return "no usable runs on one side"
+        return f"no usable {unit}s on one side"
     if min(n_base, n_exp) >= 40 and alpha > 1e-20:  # C(80, 40) > 1e22: p reaches any such alpha; no bigint
         return None
     smallest = 2 / math.comb(n_base + n_exp, n_base)
     if smallest <= alpha:
         return None
     need = next(k for k in range(2, 100) if 2 / math.comb(2 * k, k) <= alpha)
-    return (f"with {n_base}+{n_exp} runs the rank test can never reach alpha {alpha:g} "
-            f"(smallest p {smallest:.2g}); run >= {need} per side")
+    how = "run" if unit == "run" else f"plan {unit}s (measure.{unit}s)"
+    return (f"with {n_base}+{n_exp} {unit}s the rank test can never reach alpha {alpha:g} "
+            f"(smallest p {smallest:.2g}); {how} >= {need} per side")
 
 
 def no_spread(base: np.ndarray, exp: np.ndarray, metric: str) -> str | None:

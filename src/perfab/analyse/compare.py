@@ -39,6 +39,7 @@ spec does not declare are left out of the table unless asked for
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from dataclasses import replace
 
@@ -49,17 +50,21 @@ from perfab.analyse.checks import bimodal, drift, lag1_autocorrelation, no_sprea
 from perfab.analyse.diagnostics import Diagnostic, Kind, diagnostics
 from perfab.analyse.grid import flat_resolution, resolution
 from perfab.analyse.model import Analysis, Row, WorkloadInfo  # noqa: F401 (re-exported)
-from perfab.analyse.methods import ABSOLUTE, Estimate, relative_cv
+from perfab.analyse.method_exact import exact_spread
+from perfab.analyse.methodbase import Refusal
+from perfab.analyse.methods import ABSOLUTE, Estimate, get_method, relative_cv
 from perfab.analyse.multiplicity import adjust, holm_weights
 from perfab.analyse.profiles import compare_profiles
 from perfab.analyse.pooling import pooled_warnings
 from perfab.analyse.sampleview import SampleView
 from perfab.analyse.summary import Summary, summarize
+from perfab.analyse.units import UNIT_STRIDE, Levels, components, grouped, unit_means
 from perfab.analyse.verdicts import (Verdict, basis_note, choose, grid_pair, method_for,  # noqa: F401
                                      serial_widening, verdict)  # (re-exported)
 from perfab.errors import UsageError
 from perfab.methodtraits import counts_method
 from perfab.metrics import RUSAGE, Metric, resolve
+from perfab.replication import BOOT, RUN, run_cost, stored
 from perfab.specfile.backends import DEFAULT, declared
 from perfab.specfile import ALIGNED_SUFFIX, Experiment, MetricSpec, parse_spec
 from perfab.specfile.stored import definitions
@@ -123,7 +128,8 @@ def compare(data: Dataset, spec: Experiment, alpha: float | None = None, confide
         warnings=tuple(_experiment_warnings(sessions, spec, idx)), notes=idx.notes, spec=spec,
         profiles=_profiles(spec, idx, alpha), sources=sessions[-1].sources if sessions else {},
         summaries=tuple(summaries), metrics=metrics, decision=decision,
-        stop_reason=next((x.stop_reason for x in reversed(sessions) if x.stop_reason), None))
+        stop_reason=next((x.stop_reason for x in reversed(sessions) if x.stop_reason), None),
+        replication=_replication(sessions), unit_costs=_unit_costs(data))
 
 
 class _Index:
@@ -135,6 +141,8 @@ class _Index:
         t = data.table
         self.measured = t.measured()
         self.series: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # -> (run-order keys, values) in run order
+        self.unit_of: dict[tuple, np.ndarray] = {}  # -> each run's unit of replication (``unit_labels``), same order
+        self.unit_name, self.units = unit_labels(data)  # "boot" or "run"; one label per table row
         self.order: dict[str, list[str]] = {}  # workload -> metrics in first-seen order
         first: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
         order = t.order
@@ -144,8 +152,9 @@ class _Index:
             for group in groups(t.side_key(rows)):
                 r = int(rows[group[0]])
                 by_time = group[np.argsort(order[rows[group]], kind="stable")]
-                self.series[(t.workload[r], t.params[r], t.variant[r], metric)] = \
-                    (order[rows[by_time]], values[by_time])
+                key = (t.workload[r], t.params[r], t.variant[r], metric)
+                self.series[key] = (order[rows[by_time]], values[by_time])
+                self.unit_of[key] = self.units[rows[by_time]]
             for code in np.unique(t.workload.codes[rows]):
                 at = int(np.flatnonzero(t.workload.codes[rows] == code)[0])
                 first[t.workload.levels[code]].append((int(rows[at]), rank, metric))
@@ -156,12 +165,11 @@ class _Index:
             for metric, reason in data.excluded[int(t.run_id[r])].items():
                 self.dropped[(t.workload[r], t.params[r], t.variant[r], metric)].append(reason)
         self.profile_runs: dict[tuple[str, str], list[dict[str, float]]] = defaultdict(list)
+        self.profile_units: dict[tuple[str, str], list[int]] = defaultdict(list)  # each profiled run's unit
         for r in _rows_of(t, data.profiles, self.measured):
             self.profile_runs[(t.workload[r], t.variant[r])].append(data.profiles[int(t.run_id[r])])
-        notes: list[str] = []
-        for code in _distinct(t.notes.codes[self.measured]):
-            notes += [n for n in t.notes.levels[code] if n not in notes]
-        self.notes = tuple(notes)
+            self.profile_units[(t.workload[r], t.variant[r])].append(int(self.units[r]))
+        self.notes = _alike(n for code in _distinct(t.notes.codes[self.measured]) for n in t.notes.levels[code])
 
     def points(self, workload: str) -> list[Params]:
         return self._points.get(workload) or [()]
@@ -170,6 +178,10 @@ class _Index:
         """(the values, the position in time of each) of one side's runs, in run order."""
         order, values = self.series.get((workload, point, variant, metric), (np.zeros(0, np.int64), np.zeros(0)))
         return values, SampleView(order)
+
+    def unit_values(self, workload: str, point: Params, variant: str, metric: str) -> np.ndarray:
+        """The unit of replication of each of one side's runs, in run order (``values``)."""
+        return self.unit_of.get((workload, point, variant, metric), np.zeros(0, np.int64))
 
     def used(self, workload: str, point: Params, variant: str, metric: str, used: int) -> tuple[Diagnostic, ...]:
         """A side's runs whose reading of ``metric`` was unusable, when some were: how many the row used, and why."""
@@ -200,6 +212,65 @@ class _Index:
         command = workload.argv[0] if workload.shell else " ".join(workload.argv)
         return WorkloadInfo(workload.name, command, dict(failed), dict(excluded), hidden=hidden,
                             simulated=simulated, params=tuple(n for n, _ in workload.params))
+
+
+def _replication(sessions: list[Session]) -> dict | None:
+    """The newest session's replication, where it says more than "each run its own draw, nothing perturbed"."""
+    replication = stored(sessions[-1].design) if sessions else None
+    if replication is None or (replication.unit == RUN and not replication.perturbed):
+        return None
+    return replication.to_json()
+
+
+def _unit_costs(data: Dataset) -> tuple[float, float] | None:
+    """(host seconds a boot adds to the run that makes it, host seconds of a restored run), from the notes that
+    say how each guest run began and how long it took; None without both kinds of run."""
+    costs = [run_cost(text) for text in data.table.notes.levels]
+    saved = [c[1] for c in costs if c is not None and c[0] == "saved"]
+    restored = [c[1] for c in costs if c is not None and c[0] == "restored"]
+    if not saved or not restored:
+        return None
+    run = float(np.median(restored))
+    return max(0.0, float(np.median(saved)) - run), run
+
+
+def unit_labels(data: Dataset) -> tuple[str, np.ndarray]:
+    """What the runs' units of replication are ("boot" when some session went on from boots, else "run") and one
+    label per table row: a session's boot (``perfab.replication``), or for a run that is its own draw a label of
+    its own (a session stored before perfab recorded its replication is one of those)."""
+    t = data.table
+    labels = -(t.run_id + 1)  # every run its own unit
+    name = RUN
+    for session in data.sessions:
+        replication = stored(session.design)
+        if replication.unit != BOOT:
+            continue
+        name = BOOT
+        mine = t.session == session.id
+        labels[mine] = session.id * UNIT_STRIDE + np.where(t.rep[mine] >= 0, t.rep[mine] % replication.units, 0)
+    return name, labels
+
+
+_VARYING = re.compile(r"\b[0-9a-f]{12}\b|\d+(?:\.\d+)?")  # a saved guest's key, a time, a count
+
+
+def _alike(notes) -> tuple[str, ...]:
+    """The runs' notes, each once: notes that differ only in their numbers and keys (each guest run's "restored from
+    ... 3f2a91c0d4e1 and powered off in 1.9 s") as the first of them and how many more there were."""
+    first: dict[str, str] = {}
+    more: dict[str, int] = defaultdict(int)
+    seen: set[str] = set()
+    for note in notes:
+        if note in seen:
+            continue
+        seen.add(note)
+        shape = _VARYING.sub("#", note)
+        if shape in first:
+            more[shape] += 1
+        else:
+            first[shape] = note
+    return tuple(note if not more[shape] else f"{note} (and {more[shape]} more like it)"
+                 for shape, note in first.items())
 
 
 def _rows_of(t, by_run: dict, mask: np.ndarray) -> np.ndarray:
@@ -302,9 +373,14 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
     if bad:
         return Row(**common, **none, verdict=Verdict.NONE, warnings=(
             Diagnostic(Kind.NON_FINITE, f"{bad} non-finite sample(s) (inf or nan): refused", {"samples": bad}),))
+    (base, base_order), (exp, exp_order), levels = _at_units(idx, (workload, point, spec.baseline, metric),
+                                                             (workload, point, variant, metric))
+    common.update(levels=levels)
     asked = method_override or (decl.method if decl and decl.method else None) or \
         (counts_method() if meta.exact else spec.method)
-    method, refusal = choose(asked, base, exp)
+    method, refusal = _choose(asked, base, exp, levels)
+    if levels is not None and refusal is not None and not (method_override or (decl and decl.method)):
+        refusal = None  # counts that vary between boots are what boots are for: the rank test, and nothing to say
     est = method.compare(base, exp, confidence, step=resolution(base, exp, declared=meta.step, margin=margin))
     cv_b, cv_e = relative_cv(base), relative_cv(exp)
     noise = max([c for c in (cv_b, cv_e) if c is not None], default=None)
@@ -313,7 +389,8 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
                        + diagnostics(Kind.METHOD, *est.warnings, method=est.method)
                        + diagnostics(Kind.BASIS, *basis_note(est, base, exp), basis=est.basis))
     if not method.traits.counted:
-        warnings += _noise_checks(spec, meta, metric, variant, (base, base_order), (exp, exp_order), alpha)
+        warnings += _noise_checks(spec, meta, metric, variant, (base, base_order), (exp, exp_order), alpha,
+                                  levels.unit if levels else RUN)
     if method.traits.grid_pair:
         est = grid_pair(est, base, exp)
     if method.traits.serial:
@@ -325,14 +402,42 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
                warnings=warnings)
 
 
-def _noise_checks(spec: Experiment, meta: Metric, metric: str, variant: str, base_side, exp_side,
-                  alpha: float) -> tuple[Diagnostic, ...]:
-    """What per-run noise may hide from a test: too few runs, drift, two modes, no spread (``checks``).
+def _at_units(idx: _Index, base_key: tuple, exp_key: tuple):
+    """Each side's (values, run order) as the row is judged: one mean per unit of replication where runs share a
+    unit (``perfab.analyse.units``), else the runs; and the row's ``Levels`` (None when every run is a unit)."""
+    (base, base_order), (exp, exp_order) = idx.values(*base_key), idx.values(*exp_key)
+    base_units, exp_units = idx.unit_values(*base_key), idx.unit_values(*exp_key)
+    if not (grouped(base_units) or grouped(exp_units)):
+        return (base, base_order), (exp, exp_order), None
+    mb, ob, nb = unit_means(base, base_units, np.asarray(base_order))
+    me, oe, ne = unit_means(exp, exp_units, np.asarray(exp_order))
+    between, within = components([(base, base_units), (exp, exp_units)], float(np.mean(base)))
+    levels = Levels(idx.unit_name, len(mb), len(me), float((nb.sum() + ne.sum()) / (len(nb) + len(ne))),
+                    between, within)
+    return (mb, SampleView(ob)), (me, SampleView(oe)), levels
 
-    ``base_side`` and ``exp_side`` are each (values, run order).
+
+def _choose(asked: str, base: np.ndarray, exp: np.ndarray, levels: Levels | None):
+    """``verdicts.choose``, and at the level of units a counted method only where every unit of a side read the
+    same value: counts that repeat within a boot but not across boots are one draw each, judged by rank."""
+    method, refusal = choose(asked, base, exp)
+    if levels is None or not method.traits.counted or (np.ptp(base) == 0 and np.ptp(exp) == 0):
+        return method, refusal
+    spread = exact_spread(base, exp)
+    return get_method(method.traits.fallback), Refusal(
+        f"counts differ between {levels.unit}s (by {fmt_pct(spread)} of the median): each {levels.unit} is one "
+        f"draw, judged by the rank test ({method.traits.fallback}) over the {levels.unit}s, not as deterministic "
+        "counts", {"spread": spread})
+
+
+def _noise_checks(spec: Experiment, meta: Metric, metric: str, variant: str, base_side, exp_side,
+                  alpha: float, unit: str = RUN) -> tuple[Diagnostic, ...]:
+    """What per-run noise may hide from a test: too few runs (or boots), drift, two modes, no spread (``checks``).
+
+    ``base_side`` and ``exp_side`` are each (values, run order), one value per ``unit``.
     """
     (base, base_order), (exp, exp_order) = base_side, exp_side
-    return (diagnostics(Kind.TOO_FEW_RUNS, too_few_runs(len(base), len(exp), alpha), n_base=len(base),
+    return (diagnostics(Kind.TOO_FEW_RUNS, too_few_runs(len(base), len(exp), alpha, unit), n_base=len(base),
                         n_exp=len(exp), alpha=alpha)
             + _drift(base, base_order, spec.baseline) + _drift(exp, exp_order, variant)
             + diagnostics(Kind.BIMODAL, bimodal(base, spec.baseline), side=spec.baseline)
@@ -367,7 +472,10 @@ def _summaries(spec: Experiment, idx: _Index, workload: str, point: Params, metr
     unit = judged(spec, idx.data, workload, metric).unit
     out = []
     for v in spec.variants:
-        values, _ = idx.values(workload, point, v.name, metric)
+        values, order = idx.values(workload, point, v.name, metric)
+        units = idx.unit_values(workload, point, v.name, metric)
+        if grouped(units):  # one value per unit of replication, as the rows are judged
+            values = unit_means(values, units, np.asarray(order))[0]
         if (s := summarize(workload, point, v.name, metric, unit, values, confidence)) is not None:
             out.append(s)
     return out
@@ -453,11 +561,27 @@ def _profiles(spec: Experiment, idx: _Index, alpha: float) -> dict:
     """Per-symbol self-time comparisons for workloads whose runs were profiled."""
     out = {}
     for w in spec.workloads:
-        base = idx.profile_runs.get((w.name, spec.baseline))
+        base = _profile_units(idx, (w.name, spec.baseline))
         for v in spec.variants:
-            exp = idx.profile_runs.get((w.name, v.name))
+            exp = _profile_units(idx, (w.name, v.name))
             if v.name != spec.baseline and base and exp:
                 out[(w.name, v.name)] = compare_profiles(base, exp, alpha=alpha)
+    return out
+
+
+def _profile_units(idx: _Index, key: tuple[str, str]) -> list[dict[str, float]]:
+    """One side's profiles as the comparison takes them: one per unit of replication (the mean share of each
+    symbol over the unit's runs, 0 where a run did not list it), or one per run when every run is a unit."""
+    runs, units = idx.profile_runs.get(key) or [], idx.profile_units.get(key) or []
+    if not grouped(np.array(units)):
+        return runs
+    by_unit: dict[int, list[dict[str, float]]] = defaultdict(list)
+    for unit, shares in zip(units, runs):
+        by_unit[unit].append(shares)
+    out = []
+    for members in by_unit.values():
+        symbols = {k for m in members for k in m}
+        out.append({k: sum(m.get(k, 0.0) for m in members) / len(members) for k in sorted(symbols)})
     return out
 
 
@@ -501,6 +625,7 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index)
             warnings.append(Diagnostic(Kind.UNFINISHED, f"session {s.id} is not finished (status {s.status}): this "
                                        "report counts only the runs stored so far; continue it with "
                                        "`perfab run SPEC --resume`", {"session": s.id, "status": s.status}))
+    warnings += [_one_draw(s) for s in sessions if _repeats_one_boot(s)]
     workloads = {json.dumps(definitions(s), sort_keys=True) for s in sessions}
     if len(workloads) > 1:
         warnings += diagnostics(Kind.WORKLOADS_CHANGED,
@@ -519,6 +644,21 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index)
                                        f"(first: {reasons[0]})",
                                        {"workload": info.name, "side": variant, "runs": len(reasons)}))
     return warnings
+
+
+def _repeats_one_boot(session: Session) -> bool:
+    """A guest session whose runs of a side all went on from one saved guest, unperturbed: a session stored before
+    perfab made boots its unit, or one run with ``experiment.perturb = false``."""
+    replication = stored(session.design)
+    return (declared(session.backend).boots_kernels and replication.unit == RUN and not replication.perturbed
+            and any(isinstance(f, dict) and f.get("guest_start") == "snapshot" for f in session.sources.values()))
+
+
+def _one_draw(session: Session) -> Diagnostic:
+    return Diagnostic(Kind.ONE_DRAW, f"session {session.id}: every run of a side went on from one saved guest, "
+                      "unperturbed, so its runs repeat one boot (one draw of layout, timer phase and interleaving): "
+                      "its verdicts are per run and can be a boot's accident; run the experiment again with boots "
+                      "as the unit (measure.boots, experiment.perturb = true, the default)", {"session": session.id})
 
 
 def _parser_changes(sessions: list[Session]) -> list[Diagnostic]:

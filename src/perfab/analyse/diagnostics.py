@@ -43,6 +43,7 @@ class Kind(StrEnum):
     FAILED_RUNS = "failed_runs"
     LAYOUT_SENSITIVE = "layout_sensitive"
     LAYOUT_CHECK = "layout_check"
+    ONE_DRAW = "one_draw"
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,8 @@ DATA: dict[Kind, Shape] = {
         Key("experiment", str, "the aligned pair's experiment (NAME+align64)"),
         Key("checked", int, "`**` rows compared with the aligned pair"),
         Key("sensitive", int, "of which layout-sensitive"))),
+    Kind.ONE_DRAW: Shape("a session's runs of a side all went on from one saved guest, unperturbed: one draw "
+                         "repeated, verdicts per run", (Key("session", int, "the session's id"),)),
 }
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from perfab.analyse.diagnostics import Diagnostic
 from perfab.analyse.methods import Estimate
 from perfab.analyse.summary import Summary
+from perfab.analyse.units import Levels
 from perfab.metrics import Metric
 from perfab.analyse.verdicts import Verdict
 from perfab.specfile import Experiment
@@ -46,6 +47,7 @@ class Row:
     exp_order: tuple[int, ...] = ()  # same for the experiment side
     invalid_runs: int = 0  # a check row: runs that missed the expected value
     step: float = 0.0  # the metric's declared grid step, in its unit (``perfab.metrics.Metric.step``); 0: none
+    levels: Levels | None = None  # judged on one mean per unit (a boot) and each level's variance; None: per run
 
     @property
     def regressed(self) -> bool:
@@ -97,6 +99,8 @@ class Analysis:
     metrics: dict[tuple[str, str], Metric] = field(default_factory=dict)  # (workload, metric) -> as judged
     decision: object = None  # runs = "auto": perfab.analyse.sequential.Decision at the newest look
     stop_reason: str | None = None  # runs = "auto": why the newest session stopped
+    replication: dict | None = None  # the newest session's ``perfab.replication.Replication.to_json``; None: none
+    unit_costs: tuple[float, float] | None = None  # host seconds a boot adds to its run, and a restored run takes
 
 
 def compared(a: Analysis, workload: str) -> bool:

@@ -38,15 +38,19 @@ def runs_needed(alpha: float) -> int:
     return n
 
 
-def plan_warnings(runs: int, alpha: float, exact_rows: bool) -> list[str]:
-    """One line per verdict the planned ``runs`` per side can never give; [] when every verdict is possible."""
+def plan_warnings(runs: int, alpha: float, exact_rows: bool, unit: str = "run") -> list[str]:
+    """One line per verdict the planned ``runs`` per side can never give; [] when every verdict is possible.
+
+    ``unit`` names what ``runs`` counts: runs, or boots when the boot is the unit of replication
+    (``perfab.replication``): a row is then judged on one value per boot."""
     out = []
     need = runs_needed(alpha)
+    key = "measure.boots" if unit == "boot" else "runs"
     if runs < need:
-        out.append(f"with {runs} run(s) per side the rank test can never reach alpha {alpha:g} (smallest p "
-                   f"{smallest_p(runs, runs):.2g}): no row whose runs vary can be `**`, exact counts included when "
-                   f"they do not repeat; plan at least {need} runs per side")
+        out.append(f"with {runs} {unit}(s) per side the rank test can never reach alpha {alpha:g} (smallest p "
+                   f"{smallest_p(runs, runs):.2g}): no row whose {unit}s vary can be `**`, exact counts included when "
+                   f"they do not repeat; plan at least {need} {unit}s per side ({key})")
     if runs < 2 and exact_rows:
-        out.append("with 1 run per side nothing shows that deterministic counts repeat: exact rows are unchecked "
-                   "and never `**` or `flat`; plan at least 2 runs per side (the second checks the first)")
+        out.append(f"with 1 {unit} per side nothing shows that deterministic counts repeat: exact rows are unchecked "
+                   f"and never `**` or `flat`; plan at least 2 {unit}s per side (the second checks the first)")
     return out

@@ -48,26 +48,32 @@ def _plan(exp, sides: list[str] | None, stdout, stderr) -> int:
     backend.preflight(exp, tuple(chosen))
     for line in backend.plan_lines(tuple(chosen)):
         print(line, file=stdout)
+    replication = backend.replication(exp, exp.perturb_seed or 0)
+    if replication.unit != "run" or replication.perturbed:  # a plain run on this machine: nothing to say
+        seed = "drawn when the session begins" if exp.perturb_seed is None else None
+        print(f"replication: {replication.describe(exp.runs, seed)}", file=stdout)
     if exp.sequential is not None:
         print(f"sequential: blocks after the first {exp.sequential.min_runs} runs per side run only while rows "
               f"are undecided (at most {exp.sequential.max_runs} per side)", file=stdout)
-    for line in schedule_lines(exp, schedule.possible(), groups, sources):
+    for line in schedule_lines(exp, schedule.possible(), groups, sources, replication):
         print(line, file=stdout)
     for line in [*kexec_lines(exp, schedule.runs()), *aligned_lines(exp, sides)]:
         print(line, file=stdout)
-    for line in _plan_warnings(exp, backend):  # once the plan stands: a refused spec prints only its refusal
+    for line in _plan_warnings(exp, backend, replication):  # once the plan stands: a refusal prints alone
         print(f"perfab: warning: {line}", file=stderr)
     return 0
 
 
-def _plan_warnings(exp, backend) -> list[str]:
-    """Verdicts the planned runs per side can never give (``perfab.analyse.planning``)."""
+def _plan_warnings(exp, backend, replication) -> list[str]:
+    """Verdicts the planned runs (or boots) per side can never give (``perfab.analyse.planning``)."""
     from perfab.analyse.planning import plan_warnings
     from perfab.methodtraits import declared
 
     runs = exp.sequential.max_runs if exp.sequential is not None else exp.runs
     chosen = {exp.method, *(m.method for w in exp.workloads for m in w.metrics if m.method)}
     exact = any(m.exact for m in backend.metric_info().values()) or any(declared(n).counted for n in chosen)
+    if replication.unit == "boot":
+        return plan_warnings(min(runs, replication.units), exp.alpha, exact, "boot")
     return plan_warnings(runs, exp.alpha, exact)
 
 

@@ -19,9 +19,11 @@
  * OUT also receives `cpus` (processors /proc/cpuinfo lists) and copies of
  * /proc/interrupts and /proc/vmstat from just before the start marker
  * (`irq0`, `vm0`) and just after the stop marker (`irq1`, `vm1`).
- * REQ/prefetch lists files read once before anything starts (see prefetch).
+ * REQ/prefetch lists files read once before anything starts (see prefetch).  REQ/perturb, when
+ * present, is the run's seeded perturbation (perfab.replication): bytes for the random pool and a
+ * number of iterations to spin before the start marker.
  *
- * The kernel's random pool is credited with fixed bytes first (an emulated
+ * The kernel's random pool is credited with fixed (or the run's seeded) bytes first (an emulated
  * machine has no entropy source: getrandom() would block), and the loopback
  * interface is brought up, so a server and its client talk over 127.0.0.1
  * inside the guest.  The server is started in a session
@@ -138,10 +140,52 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Credit the kernel's random pool with fixed bytes, so its CRNG is ready before the workload: an
- * emulated machine has no entropy source, and getrandom() (OpenSSL, APR, nginx) would block and spin
- * in try_to_generate_entropy() inside the measured window.  Fixed bytes keep identical boots identical. */
-static void seed_random(void)
+/* The run's perturbation, REQ/perturb ("spin N" and "entropy HEX" lines), when the request has one. */
+struct perturb {
+    unsigned long spin;  /* iterations to spin before the start marker */
+    unsigned char entropy[64];  /* bytes credited to the random pool */
+    int has_entropy;
+};
+
+static struct perturb read_perturb(const char *req)
+{
+    struct perturb p = {0};
+    size_t n;
+    char *text = slurp(req, "perturb", &n, 1);
+    if (!text)
+        return p;
+    char *spin = strstr(text, "spin "), *hex = strstr(text, "entropy ");
+    if (spin)
+        p.spin = strtoul(spin + 5, NULL, 10);
+    if (hex) {
+        hex += 8;
+        unsigned i = 0;
+        for (; i < sizeof(p.entropy) && isxdigit((unsigned char)hex[2 * i]) && isxdigit((unsigned char)hex[2 * i + 1]);
+             i++) {
+            char two[3] = {hex[2 * i], hex[2 * i + 1], 0};
+            p.entropy[i] = (unsigned char)strtoul(two, NULL, 16);
+        }
+        p.has_entropy = i == sizeof(p.entropy);
+    }
+    free(text);
+    return p;
+}
+
+/* Spin `n` iterations: under icount guest time follows instructions, so the spin moves the phase of
+ * the timer tick at which the workload starts.  The loop is outside the plugin's window. */
+static void spin(unsigned long n)
+{
+    for (volatile unsigned long i = 0; i < n; i++)
+        ;
+}
+
+/* Credit the kernel's random pool with the run's seeded bytes (or fixed bytes), so its CRNG is ready
+ * before the workload: an emulated machine has no entropy source, and getrandom() (OpenSSL, APR,
+ * nginx) would block and spin in try_to_generate_entropy() inside the measured window.  The CRNG is
+ * reseeded from the pool then, so what the kernel draws for the workload (its address-space layout,
+ * stack canaries) follows the bytes: fixed bytes keep identical boots identical, seeded bytes give
+ * each run its own draw. */
+static void seed_random(const struct perturb *p)
 {
     struct {
         struct rand_pool_info info;
@@ -151,7 +195,7 @@ static void seed_random(void)
     if (fd < 0)
         return;
     for (unsigned i = 0; i < sizeof(seed.bytes); i++)
-        seed.bytes[i] = (unsigned char)(i * 167 + 13);
+        seed.bytes[i] = p->has_entropy ? p->entropy[i] : (unsigned char)(i * 167 + 13);
     seed.info.entropy_count = 8 * sizeof(seed.bytes);
     seed.info.buf_size = sizeof(seed.bytes);
     ioctl(fd, RNDADDENTROPY, &seed);
@@ -433,7 +477,8 @@ int main(int argc, char **argv)
     char **wenv = split(env_buf, n_env);
     if (!wargv[0])
         fail("perfab-guestrun: empty argv");
-    seed_random();
+    struct perturb perturbation = read_perturb(req);
+    seed_random(&perturbation);
     prefetch(req);
     struct server srv = {0};
     size_t n_port;
@@ -446,6 +491,7 @@ int main(int argc, char **argv)
     char path_out[4096], path_err[4096], path_usage[4096];
     out_path(path_out, sizeof(path_out), "stdout");
     out_path(path_err, sizeof(path_err), "stderr");
+    spin(perturbation.spin);
     struct usage before = srv.pid ? server_usage(-1) : (struct usage){0};
     proc_to_out("interrupts", "irq0");
     proc_to_out("vmstat", "vm0");

@@ -49,8 +49,14 @@ stay on the first serial port, the console.  A setup failure in the guest
 (the host root cannot be mounted, the server never listens) is the
 ``error`` section's one line.
 
+A run's perturbation (``perfab.replication``) is the request's ``perturb``
+file: the bytes the launcher credits to the guest's random pool and the
+iterations it spins before the start marker.
+
 Archives are cached by content hash (``<cache>/initramfs-<sha>.cpio``),
-written to a temporary file and renamed into place.
+written to a temporary file and renamed into place; an archive that holds a
+run's own perturbation (a guest booted for that run) is written to the
+boot's folder instead, as no other run boots it.
 """
 
 from __future__ import annotations
@@ -170,6 +176,13 @@ class Workload:
     maps: tuple[tuple[str, str], ...] = ()  # (host directory, guest directory): shown at the guest path
     modules: tuple[str, ...] = ()  # host paths of kernel modules loaded first, in order (.ko, .ko.xz)
     snapshot: bool = False  # the archive holds no run's request: it comes at the snapshot point (run_request)
+    entropy: bytes = b""  # credited to the guest's random pool before the workload (b"": fixed bytes)
+    spin: int = 0  # iterations the launcher spins before the start marker
+
+    @property
+    def perturbed(self) -> bool:
+        """The run carries a perturbation of its own (``perfab.replication``)."""
+        return bool(self.entropy or self.spin)
 
 
 @dataclass(frozen=True)
@@ -181,14 +194,15 @@ class _Entry:
     data: bytes  # file content, or the target of a symlink
 
 
-def build(workload: Workload, cache: Path, compress: bool = False) -> Path:
-    """The initramfs for ``workload``, from the cache when built before."""
+def build(workload: Workload, cache: Path, compress: bool = False, into: Path | None = None) -> Path:
+    """The initramfs for ``workload``, from the cache when built before; with ``into``, written there and not
+    cached (an archive that holds one run's perturbation serves no other run)."""
     entries = _entries(workload, cache)
     blob = _cpio(entries)
     if compress:
         blob = gzip.compress(blob, compresslevel=6, mtime=0)
     digest = hashlib.sha256(blob).hexdigest()[:20]
-    target = cache / f"initramfs-{digest}.cpio{'.gz' if compress else ''}"
+    target = (into or cache) / f"initramfs-{digest}.cpio{'.gz' if compress else ''}"
     if not target.exists():
         write_atomic(target, blob)
     return target
@@ -304,6 +318,8 @@ def _request(workload: Workload) -> dict[str, bytes]:
     }
     if workload.service is not None:
         req.update(_service_request(workload.service, workload))
+    if workload.perturbed:
+        req["perturb"] = f"spin {workload.spin}\nentropy {workload.entropy.hex()}\n".encode()
     req["kallsyms"] = b"1\n" if workload.kallsyms else b"0\n"  # a file either way: the run that fetches the
     # symbols leaves the same files in the guest before its workload as the runs that do not
     if workload.root == "host":

@@ -27,6 +27,11 @@ Request keys (``kernel`` and ``argv`` required):
   cache_dir    null (~/.cache/perfab/kernel)
   snapshot     false; true: start from the saved guest of this machine, kernel and files (TCG with icount;
                perfab.kernel.snapshot), the first such boot saving it
+  keep         8: saved guests kept in the cache (at least 8; a session's boots need one each)
+  randomized   false; true: the guest's own randomisation stays on (ASLR, kernel stack offsets), seeded by its
+               command line and ``entropy`` (perfab.replication)
+  entropy      "": hex of the bytes credited to the guest's random pool before the workload ("": fixed bytes)
+  spin         0: iterations the launcher spins before the workload's start marker
 
 Result keys:
   status, failure, console_tail, accel, vcpus_seen, guest_wall_s, host_wall_s,
@@ -71,7 +76,8 @@ from perfab.kernel.tcg import KernelSymbols
 
 GUEST_FAILURE_EXIT = 125
 KEYS = {"kernel", "argv", "result", "cmdline", "vcpus", "memory_mb", "accel", "plugin", "deterministic",
-        "cwd", "env", "files", "timeout_s", "symbols", "top", "cache_dir", "root", "maps", "service", "snapshot"}
+        "cwd", "env", "files", "timeout_s", "symbols", "top", "cache_dir", "root", "maps", "service", "snapshot",
+        "keep", "randomized", "entropy", "spin"}
 
 
 def request_from_json(doc: dict) -> qemu.BootRequest:
@@ -100,7 +106,18 @@ def request_from_json(doc: dict) -> qemu.BootRequest:
         files=tuple(str(f) for f in doc.get("files", ())), timeout_s=float(doc.get("timeout_s", 300)),
         kallsyms=doc.get("symbols") == "guest", cache_dir=doc.get("cache_dir"),
         root=str(doc.get("root", "initramfs")), maps=tuple((str(a), str(b)) for a, b in doc.get("maps", ())),
-        service=_service(doc.get("service")), snapshot=bool(doc.get("snapshot", False)))
+        service=_service(doc.get("service")), snapshot=bool(doc.get("snapshot", False)),
+        keep=int(doc.get("keep") or qemu.SAVED_KEPT), randomized=bool(doc.get("randomized", False)),
+        entropy=_hex(doc.get("entropy") or ""), spin=int(doc.get("spin") or 0))
+
+
+def _hex(text: str) -> bytes:
+    """The request's ``entropy`` as bytes; text that is not hex is a UsageError."""
+    try:
+        return bytes.fromhex(str(text))
+    except ValueError:
+        raise UsageError(f"entropy in the launch request is not hex ({str(text)[:40]!r}); give the bytes as hex") \
+            from None
 
 
 def _service(doc: dict | None) -> initramfs.Service | None:

@@ -23,6 +23,10 @@ onlines the others through sysfs before the workload.  Measured on Debian's
 6.1 kernel: identical boots count exactly the same instructions, with one
 vCPU or several; without icount, kernel counts spread by about 1.5-2%.
 Under TCG the guest's wall time is emulation time, not the CPU's.
+``randomized=True`` keeps icount and the fixed clock but leaves the
+kernel's randomisation on: what it draws then follows the boot's command
+line and the ``entropy`` credited before the workload, the seeded
+perturbation of ``perfab.replication``.
 ``snapshot=True`` (TCG with icount) boots only once per machine, kernel and
 initramfs: that boot saves the guest at the snapshot point before its
 workload, and later boots restore it there (``perfab.kernel.snapshot``).
@@ -44,6 +48,7 @@ from pathlib import Path
 from perfab import scratch
 from perfab.errors import ToolError, UsageError
 from perfab.kernel import guestresult, image, initramfs, modules, qemuproc, qmp, snapshot, tcg
+from perfab.kernel.snapshot import KEEP as SAVED_KEPT
 
 QEMU = "qemu-system-x86_64"
 PLUGIN_DIR = Path(__file__).resolve().parents[3] / "native" / "tcg"
@@ -96,6 +101,10 @@ class BootRequest:
     cache_dir: str | None = None  # initramfs and helper cache; None: ~/.cache/perfab/kernel
     percpu_at: int | None = None  # address of __per_cpu_offset[]: read over QMP once the workload starts
     snapshot: bool = False  # start from the side's saved guest (perfab.kernel.snapshot) where snapshot.problem allows
+    randomized: bool = False  # the guest randomises (ASLR, kernel stack offsets), seeded: perfab.replication
+    entropy: bytes = b""  # credited to the guest's random pool before the workload; b"": fixed bytes
+    spin: int = 0  # iterations the launcher spins before the workload's start marker (the timer's phase)
+    keep: int = SAVED_KEPT  # saved guests kept in the cache (a session with several boots keeps them all)
 
 
 @dataclass(frozen=True)
@@ -277,7 +286,7 @@ def kernel_cmdline(req: BootRequest, accel: str) -> str:
     """perfab's options, the deterministic ones under TCG, then the request's (later ones win)."""
     parts = [BASE_CMDLINE]
     if req.deterministic and accel == "tcg":
-        parts.append(DETERMINISTIC_CMDLINE)
+        parts.append("" if req.randomized else DETERMINISTIC_CMDLINE)
         if req.vcpus > 1:
             parts.append(ONE_CPU_AT_BOOT)
     parts.append(req.cmdline)
@@ -295,10 +304,11 @@ def boot(req: BootRequest) -> BootResult:
                                   files=tuple(req.files), kallsyms=req.kallsyms and known_syms is None,
                                   service=req.service, root=req.root, maps=tuple(req.maps),
                                   modules=modules.for_host_root(req.kernel) if req.root == "host" else (),
-                                  snapshot=saving)
-    archive = initramfs.build(workload, cache)
+                                  snapshot=saving, entropy=req.entropy, spin=req.spin)
     scratch.sweep()  # what killed launchers left (their QEMU stopped first)
     with scratch.owned("boot") as work:
+        # a run's own perturbation in the archive (no saved guest to give it to): the archive is this run's alone
+        archive = initramfs.build(workload, cache, into=work if not saving and workload.perturbed else None)
         guide = _guide(req, accel, archive, work, cache, workload) if saving else None
         cmd = qemu_command(req, accel, archive, work, cache) + (guide.arguments() if guide else [])
         start = time.monotonic()
@@ -336,7 +346,7 @@ def _guide(req: BootRequest, accel: str, archive: Path, work: Path, cache: Path,
     """The snapshot point's driver for this boot: its saved guest is keyed by the machine, not the plugin."""
     machine = qemu_command(replace(req, plugin=None, percpu_at=None), accel, archive, Path("/boot"), cache)
     found = snapshot.Saved.at(cache, snapshot.key(machine, req.kernel))
-    return snapshot.Guide(work, found, initramfs.run_request(workload))
+    return snapshot.Guide(work, found, initramfs.run_request(workload), req.keep)
 
 
 def _started(guide: snapshot.Guide | None, failed: str | None) -> dict:

@@ -33,7 +33,9 @@ initramfs named by its content), and the kernel image's bytes.  The plugin
 reads the guest and changes nothing in it, so one saved state serves every
 plugin model.  A boot that finds another saving the same key boots to the
 point and goes on without saving.  The ``KEEP`` most recently used states
-are kept.
+are kept, or as many as the session's boots need (``perfab.replication``:
+each boot of each side is a saved guest of its own, its command line
+carrying its perturbation).
 """
 
 from __future__ import annotations
@@ -108,8 +110,8 @@ class Guide:
     """Takes one boot through the snapshot point, from the boot's wait loop (``step``): restores the saved guest or
     saves it there, gives it the run's request and lets it go on."""
 
-    def __init__(self, work: Path, found: Saved, request: bytes):
-        self.work, self.found = work, found
+    def __init__(self, work: Path, found: Saved, request: bytes, keep: int = KEEP):
+        self.work, self.found, self.keep = work, found, max(keep, KEEP)
         self.blob = f"PERFAB-REQUEST {len(request)}\n".encode() + request  # what the guest is given
         if len(self.blob) > REQUEST_MAX:
             raise UsageError(f"the run's request is {len(self.blob):,} bytes, more than the {REQUEST_MAX:,} a guest "
@@ -208,7 +210,7 @@ class Guide:
             _write_json(self.found.meta, {"format": FORMAT, "address": address, "size": size,
                                           "bytes": self.found.state.stat().st_size, "saved_at": time.time()})
             self.start = "saved"
-            prune(self.found.state.parent)
+            prune(self.found.state.parent, self.keep)
         except Failure as e:
             self.note = str(e)
         finally:

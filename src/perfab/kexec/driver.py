@@ -187,7 +187,8 @@ def _run_boot(state: KexecState, exp: Experiment, store: Store, ctx: Context, no
     left = boots.segments(opened.schedule.runs())
     mine = left[0] if left and left[0][0].variant == boot.side else []
     try:
-        result = runner.execute(OpenSession(opened.id, opened.side, Schedule(stretch(mine)), opened.busy_before),
+        result = runner.execute(OpenSession(opened.id, opened.side, Schedule(stretch(mine)), opened.busy_before,
+                                            opened.replication),
                                 pause=PAUSED if len(left) > (1 if mine else 0) else None)
     except PerfabError:
         _keep(state.with_boot(boot), store, ctx, remove=True)

@@ -20,15 +20,17 @@ from dataclasses import dataclass
 from perfab.analyse.diagnostics import Kind
 from perfab.analyse.methods import ABSOLUTE, get_method
 from perfab.analyse.model import Analysis, Row, WorkloadInfo, compared
+from perfab.analyse.units import optimal_runs
 from perfab.analyse.verdicts import Verdict
 from perfab.methodtraits import DEFAULT
+from perfab.replication import RUN, Replication
 from perfab.report.lines import clip
 from perfab.report.notes import FOLDED, KEY, MISSING, Note, diagnostic_rank, diagnostic_topic
 from perfab.report.numbers import measured_rows, noise_range
 from perfab.specfile.backends import stored
 from perfab.units import fmt_pct
 
-FORMAT_VERSION = 5  # the JSON report's format; raised when a field is added, changes meaning or goes away
+FORMAT_VERSION = 6  # the JSON report's format; raised when a field is added, changes meaning or goes away
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,8 @@ def setup_lines(a: Analysis) -> list[str]:
         seq = a.spec.sequential
         why = a.stop_reason or (a.decision.reason if a.decision is not None else "not run yet")
         lines.append(f"  stopping : runs = \"auto\", {seq.min_runs}..{seq.max_runs} per side; {why}")
+    if (replicas := replication_line(a)) is not None:
+        lines.append(f"  replicas : {replicas}")
     lines.append(f"  counted  : {counted(a)}")
     lines += [f"  kernel   : {side} = {kernel_line(k)}" for side, k in kernels.items()]
     if a.environment.get("kexec.boots"):  # sides this machine kexec'd into: the kernels in the order they ran
@@ -145,6 +149,40 @@ def setup_lines(a: Analysis) -> list[str]:
     if a.sessions > 1:
         lines.append(f"  sessions : {a.sessions}")
     return lines
+
+
+def replication_line(a: Analysis) -> str | None:
+    """SETUP's words for the newest session's unit of replication and perturbations; None where every run is its
+    own draw and nothing was perturbed (a run on this machine)."""
+    r = Replication.from_json(a.replication)
+    if r is None or (r.unit == RUN and not r.perturbations):
+        return None
+    return r.describe()
+
+
+def variance_rows(rows: tuple[Row, ...]) -> tuple[Row, ...]:
+    """The rows judged on one mean per unit of replication, whose variance components the report shows."""
+    return tuple(r for r in rows if r.levels is not None and r.estimate is not None)
+
+
+def variance_note(a: Analysis, rows: tuple[Row, ...]) -> str | None:
+    """The sentence under a VARIANCE block: the units, and at the session's costs the runs per unit that narrow the
+    interval most for the time spent (``perfab.analyse.units.optimal_runs``)."""
+    if not rows:
+        return None
+    first = rows[0].levels
+    units = f"{first.base_units}+{first.exp_units} {first.unit}s, {first.runs_per_unit:.1f} runs per {first.unit}"
+    text = (f"One standard deviation of each level over the baseline's mean ({units}); a row is judged on one mean "
+            f"per {first.unit}.")
+    if a.unit_costs is not None:
+        unit_cost, run_cost = a.unit_costs
+        best = sorted({r_ for r in rows if (r_ := optimal_runs(r.levels, unit_cost, run_cost)) is not None})
+        if best:
+            span = str(best[0]) if len(best) == 1 else f"{best[0]}-{best[-1]}"
+            text += (f" A {first.unit} adds {unit_cost:.1f} s to its first run and a restored run takes "
+                     f"{run_cost:.1f} s: {span} runs per {first.unit} give these rows the narrowest interval for the "
+                     "time (Kalibera & Jones 2013).")
+    return text
 
 
 def booted_kernels(a: Analysis) -> dict[str, dict]:
@@ -205,7 +243,8 @@ def _legend(a: Analysis, rows: tuple[Row, ...], methods: tuple[MethodNote, ...])
         marks = (f"{Verdict.CHANGE} = a difference beyond the margin (deterministic counts), "
                  f"{Verdict.FLAT} = within +-{margin}.")
     else:
-        marks = (f"{Verdict.CHANGE} = beyond per-run noise{noise_range(list(rows))}, {Verdict.NS} = within noise, "
+        unit = next((r.levels.unit for r in rows if r.levels is not None), "run")
+        marks = (f"{Verdict.CHANGE} = beyond per-{unit} noise{noise_range(list(rows))}, {Verdict.NS} = within noise, "
                  f"{Verdict.FLAT} = within +-{margin}.")
     lines += [Note(marks, "marks", KEY), Note(_method_note(a, methods, rows), "tests", FOLDED)]
     if any(r.estimate is not None and r.estimate.basis == ABSOLUTE for r in rows):

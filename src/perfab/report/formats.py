@@ -96,6 +96,7 @@ def render_json(report: Report) -> str:
         "groups": [list(g) for g in a.groups], "runs_per_side": a.runs_per_side, "order": a.order,
         "sessions": a.sessions, "environment": a.environment, "sources": a.sources,
         "kernels": {side: _kernel(k) for side, k in booted_kernels(a).items()},
+        "replication": a.replication,
         "env_differences": [dict(variant=v, key=k, baseline=b, other=o) for v, k, b, o in a.env_differences],
         "warnings": [_diagnostic(w) for w in a.warnings], "notes": list(a.notes),
         "workloads": [dict(name=w.name, command=w.command, failed=w.failed,
@@ -133,7 +134,16 @@ def _row_dict(r: Row) -> dict:
         "mde": _num(r.mde), "warnings": [_diagnostic(d) for d in r.warnings],
         "base_values": [_num(v) for v in r.base_values], "exp_values": [_num(v) for v in r.exp_values],
         "base_order": list(r.base_order), "exp_order": list(r.exp_order),
+        "levels": _levels(r.levels),
     }
+
+
+def _levels(levels) -> dict | None:
+    """A row's units of replication and variance components (``perfab.analyse.units.Levels``), JSON-safe."""
+    if levels is None:
+        return None
+    return {**levels.to_json(), "between": _num(levels.between), "within": _num(levels.within),
+            "add": levels.add_to()}
 
 
 def _diagnostic(d: Diagnostic) -> dict:

@@ -22,9 +22,10 @@ def build_lines(sources: dict) -> list[str]:
 
 
 def schedule_lines(exp: Experiment, schedule: Schedule, groups: tuple[tuple[str, ...], ...],
-                   sources: dict | None = None) -> list[str]:
-    """One line per run; ``>`` lines say what starts before a run, ``<`` lines what stops after it, ``?`` a look."""
-    lines = _Lines(exp, sources or {}, groups)
+                   sources: dict | None = None, replication=None) -> list[str]:
+    """One line per run; ``>`` lines say what starts before a run, ``<`` lines what stops after it, ``?`` a look.
+    With boots as the unit (``replication``), each run names the boot it goes on from."""
+    lines = _Lines(exp, sources or {}, groups, replication)
     out: list[str] = []
     for event in schedule.events:
         out += lines.of(event)
@@ -34,8 +35,9 @@ def schedule_lines(exp: Experiment, schedule: Schedule, groups: tuple[tuple[str,
 class _Lines:
     """The lines of each kind of event."""
 
-    def __init__(self, exp: Experiment, sources: dict, groups: tuple[tuple[str, ...], ...]):
+    def __init__(self, exp: Experiment, sources: dict, groups: tuple[tuple[str, ...], ...], replication=None):
         self.exp, self.sources, self.groups = exp, sources, groups
+        self.boots = replication if replication is not None and replication.unit == "boot" else None
         self.in_guest = declared(exp.measure.backend).runs_service  # the service starts beside each run
 
     def of(self, event) -> list[str]:
@@ -54,7 +56,8 @@ class _Lines:
         events = ",".join(self.groups[p.group]) or "-"
         point = " ".join(f"{k}={v}" for k, v in p.params)
         line = f"{p.seq:5d}  {p.workload:<20} {p.variant:<16} {kind:<10} {events}"
-        return line + (f"  {point}" if point else "")
+        boot = f"  boot {self.boots.unit_of(p.rep)}" if self.boots is not None else ""
+        return line + boot + (f"  {point}" if point else "")
 
     def _workload(self, name: str, key: str) -> list[str]:
         workload = self.exp.workload(name)

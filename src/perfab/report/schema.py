@@ -46,6 +46,14 @@ HISTORY = (
         "and a reader gating on `**` must be able to tell. Also `sources[side].size` (`[measure] size = true`): "
         "the side's vmlinux against the baseline's, as `perfab size` printed it (`text`, `old`, `new`, "
         "`against`) and its size(1)-like `totals`; the text, markdown and HTML reports print it as SIZE"),
+    (6, "`replication`: the newest session's unit of replication (`boot` or `run`), boots per side, seed and the "
+        "perturbations applied; `rows[].levels`: for a row judged on one mean per boot, the boots of each side, "
+        "the runs per boot, the between-boot and within-boot standard deviations relative to the baseline's mean "
+        "and the level to add to (null where every run is its own unit; the row's `median_*`, `mean_*`, `p` and "
+        "interval are then the boots'); the diagnostic kind `one_draw` on a session whose runs of a side all went "
+        "on from one saved guest, unperturbed. Why: runs restored from one boot repeat that boot, so a report "
+        "that counted them as replicates was pseudo-replicated, and a reader must see the unit a verdict was "
+        "judged at"),
 )
 
 _NUM = {"anyOf": [{"type": ["number", "null"]}, {"enum": ["inf", "-inf"]}]}  # _num: null for nan, strings for inf
@@ -93,6 +101,24 @@ def _diagnostic(kind: Kind) -> dict:
 DIAGNOSTIC = {"anyOf": [_diagnostic(k) for k in Kind],
               "description": "what the analysis noticed: `{kind, text, data}`, data by kind (see Diagnostics)"}
 _DIAGNOSTICS = {"type": "array", "items": {"$ref": "#/$defs/diagnostic"}}  # one definition, used twice
+
+LEVELS = _obj({
+    "unit": _typed("string", "what a unit of replication is: `boot`"),
+    "units_base": _typed("integer", "the baseline's units (boots)"),
+    "units_exp": _typed("integer", "the side's units"),
+    "runs_per_unit": _typed("number", "mean runs per unit, both sides"),
+    "between": _num("between-unit standard deviation over the baseline's mean, a fraction (null: unknown)"),
+    "within": _num("within-unit standard deviation over the baseline's mean, a fraction (null: unknown)"),
+    "add": _typed("string", "the level that narrows the interval most: the unit (`boot`) or `runs` per unit"),
+}, "a row judged on one mean per unit of replication, with the variance of each level")
+
+REPLICATION = _obj({
+    "unit": {"enum": ["boot", "run"], "description": "the unit of replication: `boot` (runs restored from a few "
+                                                      "boots per side) or `run` (every run its own draw)"},
+    "units": _typed("integer", "boots per side and workload with unit `boot`, else 1"),
+    "seed": _typed("integer", "the session's perturbation seed"),
+    "perturbations": {**_STRINGS, "description": "what was perturbed, in words ([] when nothing was)"},
+}, "how the newest session's runs relate to independent draws (perfab.replication)")
 
 ROW = _obj({
     "workload": _typed("string", "workload name"),
@@ -142,6 +168,8 @@ ROW = _obj({
     "base_order": {"type": "array", "items": {"type": "integer"},
                    "description": "each baseline sample's position in time (session * 10^7 + plan position)"},
     "exp_order": {"type": "array", "items": {"type": "integer"}, "description": "the same for the side"},
+    "levels": {"anyOf": [LEVELS, {"type": "null"}],
+               "description": "the units the row was judged on and each level's variance; null: per run"},
 }, "one metric of one workload (at one sweep point), one side against the baseline")
 
 WORKLOAD = _obj({
@@ -210,6 +238,9 @@ SCHEMA = {
                                    "(`size`)"},
         "kernels": {"type": "object", "additionalProperties": KERNEL,
                     "description": "side -> the kernel its guests booted ({} when the sides ran on this machine)"},
+        "replication": {"anyOf": [REPLICATION, {"type": "null"}],
+                        "description": "the newest session's replication (null: each run its own draw, "
+                                       "nothing perturbed, as on this machine)"},
         "env_differences": {"type": "array", "items": ENV_DIFFERENCE,
                             "description": "settings that differ between sides' sessions"},
         "warnings": {**_DIAGNOSTICS,
@@ -235,7 +266,7 @@ def markdown() -> str:
     out += [f"- {v}: {text}" for v, text in HISTORY]
     for title, obj in (("The report", SCHEMA), ("`rows[]`", ROW), ("`workloads[]`", WORKLOAD),
                        ("`summaries[]`", SUMMARY), ("`env_differences[]`", ENV_DIFFERENCE),
-                       ("`kernels.<side>`", KERNEL)):
+                       ("`kernels.<side>`", KERNEL), ("`replication`", REPLICATION), ("`rows[].levels`", LEVELS)):
         out += ["", f"## {title}", "", obj["description"][0].upper() + obj["description"][1:] + ".", "",
                 "| field | type | meaning |", "|---|---|---|"]
         out += [f"| `{name}` | {_type_name(field)} | {field.get('description', '')} |"
@@ -274,6 +305,8 @@ def _type_name(field: dict) -> str:
         return "number, null, `\"inf\"` or `\"-inf\"`"
     if "$ref" in field:
         return field["$ref"].rsplit("/", 1)[-1]
+    if "anyOf" in field:  # an object or null
+        return " or ".join("null" if f.get("type") == "null" else "object" for f in field["anyOf"])
     kind = field["type"]
     kinds = kind if isinstance(kind, list) else [kind]
     if kind == "array":

@@ -21,13 +21,14 @@ from dataclasses import replace
 
 from perfab.analyse.compare import Analysis, Row
 from perfab.analyse.methods import ABSOLUTE
-from perfab.report.document import Report, Section, document, mark, profile_kind
+from perfab.report.document import Report, Section, document, mark, profile_kind, variance_note, variance_rows
 from perfab.report.lines import WIDTH, clip as _clip, wrap as _wrap, wrap_all
 from perfab.report.notes import KEY, collapsed, fold_line, shown
 from perfab.report.numbers import centers, fmt_delta, fmt_value
 from perfab.report.sweep import sweep_tables
 from perfab.terminal import CONTROL as _CONTROL
 from perfab.terminal import visible as _visible
+from perfab.units import fmt_pct
 
 _SIDE_NAME_MAX = 20  # longer side names are clipped in the normalized table's header
 
@@ -62,7 +63,8 @@ def _section(a: Analysis, section: Section, absolute: bool, verbose: bool) -> li
         out += sweep_tables(a, info, rows)
     else:
         out += (_table(a, rows) if len(a.variants) == 1 else _normalized_table(a, rows, absolute))
-    return out + (_all_notes(section) if verbose else _ranked_notes(section)) + _profile(a, info.name)
+    return out + (_all_notes(section) if verbose else _ranked_notes(section)) + _variance(a, section) + \
+        _profile(a, info.name)
 
 
 def _all_notes(section: Section) -> list[str]:
@@ -147,6 +149,30 @@ def _normalized_slice(a: Analysis, rows: list[Row], variants, label_w: int, col:
             line += f"  {pct:>{col}} {_sig(r) if r else '':<4}"
         body.append(line.rstrip())
     return [header.rstrip(), rule, *body, rule]
+
+
+def _variance(a: Analysis, section: Section) -> list[str]:
+    """The variance of each level of the rows judged on one mean per unit (a boot): between units, within a unit,
+    and the level to add to for a narrower interval."""
+    rows = variance_rows(section.rows)
+    if not rows:
+        return []
+    unit = rows[0].levels.unit
+    label_w = min(28, max([len(r.label) for r in rows] + [10]))
+    between, within = f"between {unit}s", f"within a {unit}"
+    header = f"{'Metric':<{label_w}}  {between:>14}  {within:>14}  narrower with"
+    rule = "-" * min(WIDTH, len(header))
+    body = []
+    for r in rows:
+        add = f"more {unit}s" if r.levels.add_to() == unit else f"runs per {unit}"
+        name = _clip(r.label, label_w) + (f" [{r.variant}]" if len(a.variants) > 1 else "")
+        body.append(f"{name:<{label_w}}  {_sd(r.levels.between):>14}  {_sd(r.levels.within):>14}  {add}")
+    note = variance_note(a, rows)
+    return ["", f"VARIANCE: the {unit} is the unit", "", header, rule, *body, rule, *(_wrap(note) if note else [])]
+
+
+def _sd(value: float | None) -> str:
+    return "-" if value is None else f"+-{fmt_pct(value)}"
 
 
 def _profile(a: Analysis, workload: str) -> list[str]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from perfab.errors import PerfabError
 from perfab.machine.busy import BusyMeter
 from perfab.plan import PlannedRun
+from perfab.replication import RUN, Draw, Replication
 from perfab.run.around import Around
 from perfab.run.backends import Backend
 from perfab.run.context import SideContext
@@ -58,6 +59,7 @@ class OneRun:
         self.real = real  # the executor runs real programs (rusage shims apply)
         self.recorder = _recorder(exp)  # perf record around each run, when the spec asks for profiles
         self.padding = Padding(exp.variants)  # equal argv and environment bytes on every side
+        self.replication = Replication(RUN, 1, exp.seed)  # the session's (the runner sets it): draws and boots
         self.window = None  # the machine's CPU counters around the last run (``Execution.window``)
         self._cells: dict[tuple, _Cell] = {}  # (side, workload, sweep point) -> its command, for ``_root``
         self._root: Path | None = None  # the session's scratch root the cells were worked out for
@@ -82,7 +84,8 @@ class OneRun:
         started = time.time()
         if (problem := ctx.service_problem()) is not None:
             return _not_run(started, problem)
-        backend = self.backend.for_side(variant, workload).for_run(cell.values, ctx.service_spec())
+        draw = self.replication.draw(planned.workload, planned.params, planned.rep)
+        backend = self.backend.for_side(variant, workload).for_run(cell.values, ctx.service_spec(), draw)
         counter = self._service_counter(ctx, group, scratch)
         around = Around(self.exp, ctx, counter, not backend.own_interrupts)
         if (problem := around.start()) is not None:
@@ -91,7 +94,7 @@ class OneRun:
         writes = backend.wraps_workload or backend.stderr_file or cell.shim or self.recorder or counter
         try:
             inner = self.recorder.wrap(cell.argv, scratch) if self.recorder else cell.argv
-            ex = self.executor.execute(backend.wrap(inner, scratch, group), self._env(cell, planned), cell.cwd,
+            ex = self.executor.execute(backend.wrap(inner, scratch, group), self._env(cell, planned, draw), cell.cwd,
                                        workload.timeout_s, self.exp.stdout_cap_bytes, self.cpus)
             self.window = ex.window
             measurement = self._measurement(backend, ex, scratch, group)
@@ -104,9 +107,12 @@ class OneRun:
         return around.finish(record(ex, started, measurement, parse, backend, workload, own_rusage), backend,
                              measurement)
 
-    def _env(self, cell: _Cell, planned: PlannedRun) -> dict[str, str]:
-        """The cell's padded environment, plus a random draw per run with layout = "random" (``perfab.run.layout``):
-        the stack starts at a different offset in every run."""
+    def _env(self, cell: _Cell, planned: PlannedRun, draw: Draw | None) -> dict[str, str]:
+        """The cell's padded environment, plus the run's perturbation (``perfab.replication``: the same pad for run
+        k of every side), or with layout = "random" a random draw per run (``perfab.run.layout``): the stack starts
+        at a different offset in every run."""
+        if draw is not None:
+            return with_extra(cell.env, draw.run.pad)
         if self.exp.layout != "random":
             return cell.env
         return with_extra(cell.env, random_extra(self.exp.seed, planned.seq))

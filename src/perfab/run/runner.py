@@ -146,6 +146,7 @@ class Runner:
         ``pause``: the schedule is a part of the session (a kexec session's boot): when it finishes, the
         session is stored with this status instead of ``finished``, to be resumed."""
         walk = _Walk(self, opened, _failure_limit(self.exp, opened.schedule))
+        self.one.replication = opened.replication  # each run's boot and perturbation
         status, stop_reason = "aborted", None  # unless the walk says otherwise; an exception leaves it resumable
         scratch.sweep()  # folders of killed runners and guest launchers (their QEMU stopped first)
         scratch_root = Path(scratch.make("run"))  # a killed runner's is removed by the next one (scratch.sweep)

@@ -18,6 +18,7 @@ from typing import Callable
 
 from perfab.errors import UsageError
 from perfab.machine.busy import Busy
+from perfab.replication import RUN, Replication, draw_seed, stored
 from perfab.run.backends import Backend
 from perfab.run.build import build_all, resolve
 from perfab.run.preflight import preflight
@@ -47,6 +48,7 @@ class OpenSession:
     side: str | None  # the external side it runs, None when all sides run
     schedule: Schedule  # the events still to happen
     busy_before: Busy | None  # other work a resumed session measured before
+    replication: Replication = Replication(RUN, 1, 0)  # its unit of replication and perturbation seed
 
 
 @dataclass(frozen=True)
@@ -77,9 +79,11 @@ def open_session(exp: Experiment, store: Store, how: Opener, opening: Opening) -
     sources = session_sources(exp, how.sides.sources, sides, how.sides.env, how.sides.source, how.real)
     for name, facts in how.backend.side_sources().items():
         sources.setdefault(name, {}).update(facts)
+    replication = how.backend.replication(exp, draw_seed() if exp.perturb_seed is None else exp.perturb_seed)
     session = store.start_session(exp.name, exp.source, exp.path, exp.spec_hash, side, how.backend.name,
-                                  how.backend.groups(), how.environment, schedule.runs(), sources, exp.design)
-    return OpenSession(session, side, schedule, None)
+                                  how.backend.groups(), how.environment, schedule.runs(), sources,
+                                  {**exp.design, "replication": replication.to_json()})
+    return OpenSession(session, side, schedule, None, replication)
 
 
 def _resume(exp: Experiment, store: Store, how: Opener, opening: Opening, pending) -> OpenSession:
@@ -102,7 +106,7 @@ def _resume(exp: Experiment, store: Store, how: Opener, opening: Opening, pendin
                                 store.remaining(pending.id), store.planned(pending.id))
     _build(exp, how, schedule, [side] if side else None, recorded)
     _same_kernels(pending, how.backend.side_sources())
-    return OpenSession(pending.id, side, schedule, Busy.from_env(pending.environment))
+    return OpenSession(pending.id, side, schedule, Busy.from_env(pending.environment), stored(pending.design))
 
 
 def _same_kernels(pending, now: dict[str, dict]) -> None:
@@ -119,7 +123,8 @@ def _same_kernels(pending, now: dict[str, dict]) -> None:
 def _reparse(exp: Experiment, store: Store, how: Opener, session: int) -> None:
     """A parser-only change on resume: read the session's stored outputs again, then adopt the spec."""
     done = reparse_session(store, session, exp, how.backend.name)
-    store.replace_spec(session, exp.source, exp.spec_hash, exp.design)
+    kept = next((s.design or {} for s in store.sessions(exp.name) if s.id == session), {}).get("replication")
+    store.replace_spec(session, exp.source, exp.spec_hash, {**exp.design, "replication": kept})
     how.say(f"the parser changed: {done.parsed} stored run(s) read again, {done.unparsed} still unreadable, "
             f"{done.kept} kept as they were")
 

@@ -133,6 +133,7 @@ class Measure:
     cache_sim: bool  # guest backend: simulate L1i/L1d/LL in the TCG plugin
     root: str  # guest backend: what the guest runs from: "initramfs" (files copied in) or "host" (this machine's /)
     snapshot: bool  # guest backend under TCG: runs start from the side's guest saved just before the workload
+    boots: int  # guest backend under TCG with snapshot: boots per side and workload, the unit of replication
     coherence: bool  # guest backend: private L1d per vCPU with MESI in the TCG plugin (HITM, invalidations)
     guest_counters: tuple[str, ...]  # guest backend under KVM: perf events counted inside the guest (vPMU)
     size: bool  # guest backend, built kernels: each side's vmlinux diffed against the baseline's (perfab size)
@@ -178,6 +179,8 @@ class Experiment:
     sequential: Sequential | None  # runs = "auto": look after every block, stop when decided
     layout: str  # equal: argv/environment padded alike on every side | random: plus 0..4095 bytes per run
     layout_check: bool  # also run the pair with functions aligned to 64 bytes, as experiment NAME+align64
+    perturb: bool  # seeded perturbation of what a deterministic backend repeats (perfab.replication)
+    perturb_seed: int | None  # the perturbations' seed; None: drawn when a session begins
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:

@@ -127,6 +127,11 @@ GUEST = Declaration(
             "guest backend under TCG: each side's kernel boots once, to the point just before the workload, where "
             "QEMU saves the guest; every run starts from that state and counts what a fresh boot counts. false: "
             "every run boots."),
+        Key("boots", Integer(1, 64), 6,
+            "guest backend under TCG with snapshot: boots per side and workload in a session, each perturbed by "
+            "its own seed and saved at the snapshot point; the runs are spread over them (run k goes on from "
+            "boot k mod boots; with fewer runs than boots, a boot per run) and verdicts take the boot as the "
+            "unit."),
         Key("cache_sim", Bool(), False,
             "guest backend under TCG: simulate L1i, L1d and LL (geometry from l1i, l1d, ll, else 32K,8,64 / "
             "32K,8,64 / 8M,16,64), split user/kernel."),

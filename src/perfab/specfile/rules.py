@@ -262,6 +262,20 @@ def layout_checked(exp: Experiment, at: At) -> None:
                              "or remove layout_check")
 
 
+def guest_boots(exp: Experiment, at: At) -> None:
+    """Saved guests make the boot the unit (``perfab.replication``): a sequential design, which adds runs, cannot
+    add boots.  (A fixed design with fewer runs than boots boots once per run; ``perfab plan`` warns what it cannot
+    show.)"""
+    m = exp.measure
+    if not declared(m.backend).boots_kernels or not m.snapshot or m.accel == "kvm" or not exp.perturb:
+        return
+    if exp.sequential is not None and m.boots > 1:
+        raise At(at.path, "experiment.runs").fail(
+            f'a sequential design adds runs, and here the boot is the unit (measure.boots = {m.boots})',
+            "give runs a number of runs per side (they are spread over the boots), or set measure.snapshot = "
+            "false (every run boots: the run is the unit)")
+
+
 def no_shadowed_params(exp: Experiment, at: At) -> None:
     """A side's ``vars`` entry named like a sweep parameter would replace every sweep value, and a build
     (once per side) cannot use one: both refused."""
@@ -328,4 +342,5 @@ AFTER: dict[str, tuple[Callable[[dict, dict, At], None], ...]] = {
     "workload.service": (cpus_with_counters,),
 }
 ACROSS: tuple[Callable[[Experiment, At], None], ...] = (
-    sides_alike, plan_size, kernel_sides, layout_checked, no_shadowed_params, service_counters, service_in_guest)
+    sides_alike, plan_size, kernel_sides, layout_checked, guest_boots, no_shadowed_params, service_counters,
+    service_in_guest)

@@ -90,6 +90,14 @@ EXPERIMENT = (
     _k("layout", Choice(LAYOUTS), "equal",
        "Argv and environment padding of each run: equal (the same bytes on every side) or random (equal, plus "
        "0..4095 bytes drawn per run from the seed: the stack starts at a different offset every run)."),
+    _k("perturb", Bool(), True,
+       "Perturb what a deterministic backend would repeat exactly, seeded and alike on every side: under "
+       "cachegrind each run's stack offset; in a guest each boot's kernel command line (a no-op word) and each "
+       "run's random pool, timer phase and stack offset. false: every run of a side repeats one draw, and the "
+       "report says its verdicts are per run."),
+    _k("perturb_seed", Integer(0, 2 ** 31 - 1), None,
+       "Seed of the perturbations (stored with the session; the same seed makes the same perturbations).",
+       "drawn when a session begins"),
     _k("layout_check", Bool(), False,
        "Also run a second pair with every function aligned to 64 bytes (kernel sides built from source: "
        "DEBUG_FORCE_FUNCTION_ALIGN_64B; sides built by perfab: {layout_cflags} = -falign-functions=64) and "

@@ -63,6 +63,7 @@ class RunTable:
     status: Coded  # ok | failed | interrupted
     reason: Coded  # why it failed (str) or None
     notes: Coded  # facts the backend reported (a tuple of str)
+    rep: np.ndarray  # int64: place among its cell's measured runs (its boot, with the session's replication)
 
     def __len__(self) -> int:
         return len(self.run_id)
@@ -91,7 +92,8 @@ class RunTable:
         """The fields of row ``i`` as Python values, in ``RunInfo``'s order."""
         return (int(self.run_id[i]), int(self.session[i]), int(self.seq[i]), int(self.attempt[i]),
                 self.workload[i], self.variant[i], self.params[i], int(self.group[i]), bool(self.warmup[i]),
-                int(self.block[i]), float(self.started_at[i]), self.status[i], self.reason[i], self.notes[i])
+                int(self.block[i]), float(self.started_at[i]), self.status[i], self.reason[i], self.notes[i],
+                int(self.rep[i]))
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,8 +114,8 @@ def groups(key: np.ndarray) -> list[np.ndarray]:
 
 
 _RUN_FIELDS = ("run_id", "session", "seq", "attempt", "workload", "variant", "params", "group", "warmup", "block",
-               "started_at", "status", "reason", "notes")
-_INTS = {"run_id", "session", "seq", "attempt", "group", "block"}
+               "started_at", "status", "reason", "notes", "rep")
+_INTS = {"run_id", "session", "seq", "attempt", "group", "block", "rep"}
 
 
 def read_runs(rows: Iterable[Sequence], params: Callable, notes: Callable) -> RunTable:

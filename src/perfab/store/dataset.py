@@ -77,6 +77,7 @@ class RunInfo:
     status: str  # ok | failed | interrupted
     reason: str | None  # why it failed
     notes: tuple[str, ...]  # facts the backend reported
+    rep: int = 0  # its place among its cell's measured runs (``PlannedRun.rep``): its boot, with the session's design
 
     @property
     def order(self) -> int:
@@ -252,7 +253,7 @@ def _table(runs: tuple[RunInfo, ...]) -> RunTable:
                     coded([r.params for r in runs]), ints("group"),
                     np.array([r.warmup for r in runs], dtype=bool), ints("block"),
                     np.array([r.started_at for r in runs], dtype=np.float64), coded([r.status for r in runs]),
-                    coded([r.reason for r in runs]), coded([r.notes for r in runs]))
+                    coded([r.reason for r in runs]), coded([r.notes for r in runs]), ints("rep"))
 
 
 @lru_cache(maxsize=4096)

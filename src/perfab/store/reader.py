@@ -76,16 +76,16 @@ class Reader:
     def remaining(self, session: int) -> list[PlannedRun]:
         """Planned runs of ``session`` whose newest attempt is missing or was abandoned (interrupted)."""
         rows = self.db.execute(
-            "SELECT p.seq, p.workload, p.variant, p.grp, p.warmup, p.block, p.params_json FROM planned_runs p "
+            "SELECT p.seq, p.workload, p.variant, p.grp, p.warmup, p.block, p.params_json, p.rep FROM planned_runs p "
             f"LEFT JOIN runs r ON r.planned_id = p.id AND {LATEST} "
             "WHERE p.session_id = ? AND (r.id IS NULL OR r.status = 'interrupted') ORDER BY p.seq", (session,))
-        return [PlannedRun(r[0], r[1], r[2], r[3], bool(r[4]), r[5], params_from_json(r[6])) for r in rows]
+        return [_planned(r) for r in rows]
 
     def planned(self, session: int) -> list[PlannedRun]:
         """The whole stored plan of ``session``."""
-        rows = self.db.execute("SELECT seq, workload, variant, grp, warmup, block, params_json FROM planned_runs "
+        rows = self.db.execute("SELECT seq, workload, variant, grp, warmup, block, params_json, rep FROM planned_runs "
                                "WHERE session_id = ? ORDER BY seq", (session,))
-        return [PlannedRun(r[0], r[1], r[2], r[3], bool(r[4]), r[5], params_from_json(r[6])) for r in rows]
+        return [_planned(r) for r in rows]
 
     def overview(self, name: str) -> tuple[int, int, str]:
         """(sessions, counted runs, status of the newest session) of an experiment, counted in SQL.
@@ -148,7 +148,8 @@ class Reader:
         exp_id = self._experiment_id(name)
         table = read_runs(self.db.stream(
             "SELECT r.id, s.id, p.seq, r.attempt, p.workload, p.variant, p.params_json, p.grp, p.warmup, p.block, "
-            "r.started_at, r.status, r.reason, r.notes_json FROM runs r JOIN planned_runs p ON p.id = r.planned_id "
+            "r.started_at, r.status, r.reason, r.notes_json, COALESCE(p.rep, 0) FROM runs r "
+            "JOIN planned_runs p ON p.id = r.planned_id "
             f"JOIN sessions s ON s.id = p.session_id WHERE s.experiment_id = ? AND {LATEST} "
             "ORDER BY s.id, p.seq, r.attempt", (exp_id,)), params_from_json, notes_from_json)
         samples = read_samples(self.db.stream(
@@ -159,6 +160,11 @@ class Reader:
         pick = lambda rows: group_by_run(x for x in rows if x[0] in counted)  # noqa: E731
         return Dataset.of_columns(name, tuple(self.sessions(name)), table, samples, pick(self.exclusions(name)),
                        self.metric_meta(name), pick(self.profile_shares(name)))
+
+
+def _planned(r) -> PlannedRun:
+    """A stored planned run (a run planned before schema 6 has no ``rep``: 0, as its one boot's)."""
+    return PlannedRun(r[0], r[1], r[2], r[3], bool(r[4]), r[5], params_from_json(r[6]), 0 if r[7] is None else r[7])
 
 
 def _number(value) -> float:

@@ -28,6 +28,10 @@ Schema history:
      primary key's order (WITHOUT ROWID), and ``runs_by_planned``, a copy of
      the UNIQUE (planned_id, attempt) index, is dropped: a stored run writes
      three B-tree pages instead of five (the same rows, in less space).
+  6  ``planned_runs.rep``: a run's place among its cell's measured runs (warm-ups
+     negative), which names its boot and its perturbation (``perfab.replication``);
+     NULL for a run planned before (the analysis then takes every run as its own
+     unit).  The session's replication (unit, boots, seed) is in its design.
 """
 
 from __future__ import annotations
@@ -136,12 +140,17 @@ DROP TABLE profile_shares;
 ALTER TABLE profile_shares_v5 RENAME TO profile_shares;
 """
 
+_V6 = """
+ALTER TABLE planned_runs ADD COLUMN rep INTEGER;
+"""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "initial schema", _V1),
     (2, "attempts kept, sessions claimed, sweep points, sample sources, profile shares", _V2),
     (3, "why a sequential session stopped; sessions indexed by experiment", _V3),
     (4, "each session's design (runs, order, sequential)", _V4),
     (5, "samples, exclusions and profile shares in key order; the duplicate runs index dropped", _V5),
+    (6, "each planned run's place among its cell's runs: its boot and perturbation", _V6),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 PERFAB_TABLES = frozenset({"migrations", "experiments", "sessions", "planned_runs", "runs", "samples"})

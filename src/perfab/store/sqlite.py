@@ -79,10 +79,10 @@ class Store(Reader):
                  json.dumps(sources or {}, sort_keys=True), None if design is None else json.dumps(design)))
             session = cur.lastrowid
             self.db.executemany(
-                "INSERT INTO planned_runs (session_id, seq, workload, variant, grp, warmup, block, params_json) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [(session, p.seq, p.workload, p.variant, p.group, int(p.warmup), p.block, params_to_json(p.params))
-                 for p in plan])
+                "INSERT INTO planned_runs (session_id, seq, workload, variant, grp, warmup, block, params_json, rep) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(session, p.seq, p.workload, p.variant, p.group, int(p.warmup), p.block, params_to_json(p.params),
+                  p.rep) for p in plan])
         return session
 
     def claim(self, session: int, takeover: bool = False) -> None:
@@ -125,10 +125,10 @@ class Store(Reader):
         with self.transaction():
             self._check_claim(session)
             self.db.executemany(
-                "INSERT INTO planned_runs (session_id, seq, workload, variant, grp, warmup, block, params_json) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [(session, p.seq, p.workload, p.variant, p.group, int(p.warmup), p.block, params_to_json(p.params))
-                 for p in runs])
+                "INSERT INTO planned_runs (session_id, seq, workload, variant, grp, warmup, block, params_json, rep) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(session, p.seq, p.workload, p.variant, p.group, int(p.warmup), p.block, params_to_json(p.params),
+                  p.rep) for p in runs])
 
     def _check_claim(self, session: int) -> None:
         row = self.db.execute("SELECT owner FROM sessions WHERE id = ?", (session,)).fetchone()

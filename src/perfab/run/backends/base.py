@@ -141,9 +141,17 @@ class Declares:
         """What a run of this backend counts, for a report's SETUP: its declaration's words."""
         return cls.declaration.counted(groups)
 
-    def for_run(self, values: dict[str, str], service: dict | None) -> "Declares":
-        """The backend for one run with these placeholder values and this expanded service; the same here."""
+    def for_run(self, values: dict[str, str], service: dict | None, draw=None) -> "Declares":
+        """The backend for one run with these placeholder values, this expanded service and this perturbation
+        (``perfab.replication.Draw``, or None); the same here."""
         return self
+
+    def replication(self, exp, seed: int):
+        """How this backend's runs relate to independent draws (``perfab.replication``): each run is its own,
+        and nothing is perturbed (a run on this machine draws its own layout)."""
+        from perfab.replication import RUN, Replication
+
+        return Replication(RUN, 1, seed)
 
     def side_sources(self) -> dict[str, dict]:
         """Nothing besides the sides' programs."""

@@ -156,6 +156,13 @@ class CachegrindBackend(SameForEverySide, declaration=CACHEGRIND):
     def groups(self) -> tuple[tuple[str, ...], ...]:
         return ((),)
 
+    def replication(self, exp, seed: int):
+        """Every run is its own draw: with ``experiment.perturb`` its stack starts at a seeded offset, the same
+        draw on every side (``perfab.replication``), so a verdict holds over stack placements."""
+        from perfab.replication import HOST_PERTURBATIONS, RUN, Replication
+
+        return Replication(RUN, 1, seed, HOST_PERTURBATIONS if exp.perturb else ())
+
     def _out_name(self) -> str:
         return f"{self.tool}.out" + (".%p" if self.trace_children else "")
 

@@ -41,6 +41,7 @@ from perfab.errors import UsageError
 from perfab.metrics import GUEST_CLOCKS, Metric, resolve
 from perfab.run.backends.base import Declares, Measurement
 from perfab.machine.caches import parse_level
+from perfab.replication import POWERED_OFF, RESTORED_NOTE, SAVED_NOTE
 from perfab.specfile import Experiment, Kernel, Measure, Variant, Workload, checks, expand
 from perfab.specfile.backends import GUEST
 
@@ -184,14 +185,27 @@ class GuestBackend(Declares, declaration=GUEST):
         why = problem(self.accel or ("kvm" if self.measure.accel == "kvm" else "tcg"), True)
         return f"boot ({why})" if why else "snapshot"
 
+    def replication(self, exp: Experiment, seed: int):
+        """Boots as the unit where runs go on from saved guests (``measure.boots`` per side and workload), else the
+        run (each boots); every boot and run perturbed, seeded (``perfab.replication``), unless
+        ``experiment.perturb`` is false."""
+        from perfab.replication import BOOT, GUEST_PERTURBATIONS, RUN, Replication
+
+        if not exp.perturb:
+            return Replication(RUN, 1, seed)
+        if self.start() == "snapshot":  # a run per boot at most: a boot without a run is no sample
+            return Replication(BOOT, min(self.measure.boots, exp.runs), seed, GUEST_PERTURBATIONS)
+        return Replication(RUN, 1, seed, GUEST_PERTURBATIONS)
+
     def plan_lines(self, variants: tuple[Variant, ...]) -> list[str]:
         """Each side's kernel (built before, or to build) and its boots, for ``perfab plan``."""
         from perfab.kernel.sides import plan_lines
 
         start = self.start()
+        boots = "one boot" if self.measure.boots == 1 else f"{self.measure.boots} boots"
         how = f"one boot per run, {start.removeprefix('boot (')[:-1]}" if start != "snapshot" else \
-            "one boot per side to just before the workload, saved there, and every run starts from that state" \
-            f"{' (under TCG; under KVM one boot per run)' if self.measure.accel == 'auto' else ''}"
+            f"{boots} per side to just before the workload, each saved there, and every run starts from one of " \
+            f"those states{' (under TCG; under KVM one boot per run)' if self.measure.accel == 'auto' else ''}"
         lines = plan_lines(tuple(self._spec(v) for v in variants), self.measure, self.cache_root, how)
         if self.measure.size and len(variants) > 1:
             lines.append(f"  size: perfab size on each side's vmlinux against {variants[0].name}'s when the session "
@@ -204,6 +218,12 @@ class GuestBackend(Declares, declaration=GUEST):
             raise UsageError(f"side {variant.name!r} has no prepared kernel; this is a bug in the caller: "
                              "call prepare() with every side first")
         return GuestSide(self, variant, workload, guest_deadline(workload.timeout_s))
+
+    def keep(self) -> int:
+        """Saved guests the cache keeps: every boot of every side, as the session's runs go back to each."""
+        from perfab.kernel.snapshot import KEEP
+
+        return max(KEEP, 2 * len(self.kernels) * self.measure.boots)
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         """The vPMU counter groups (one empty group without guest_counters)."""
@@ -276,14 +296,15 @@ class GuestSide(Declares, declaration=GUEST):
     stderr_file = LAUNCHER_STDERR  # a launcher that left no result says why on its stderr
 
     def __init__(self, parent: GuestBackend, variant: Variant, workload: Workload, deadline_s: float,
-                 values: dict[str, str] | None = None, service: dict | None = None):
+                 values: dict[str, str] | None = None, service: dict | None = None, draw=None):
         self.parent, self.variant, self.workload, self.deadline_s = parent, variant, workload, deadline_s
         self.values = values or {}  # the run's placeholder values
         self.service = service  # the workload's server for this side and point, expanded; None: no server
+        self.draw = draw  # the run's perturbation (perfab.replication.Draw); None: none
 
-    def for_run(self, values: dict[str, str], service: dict | None) -> "GuestSide":
-        """This side bound to one run's placeholder values and the server started beside it."""
-        return GuestSide(self.parent, self.variant, self.workload, self.deadline_s, values, service)
+    def for_run(self, values: dict[str, str], service: dict | None, draw=None) -> "GuestSide":
+        """This side bound to one run's placeholder values, the server started beside it and its perturbation."""
+        return GuestSide(self.parent, self.variant, self.workload, self.deadline_s, values, service, draw)
 
     def groups(self) -> tuple[tuple[str, ...], ...]:
         return self.parent.groups()
@@ -304,6 +325,9 @@ class GuestSide(Declares, declaration=GUEST):
                              self.parent.cache_root)
         doc["root"] = self.parent.measure.root
         doc["snapshot"] = self.parent.snapshot
+        doc["keep"] = self.parent.keep()
+        if self.draw is not None:
+            doc.update(perturbed(doc, self.draw))
         doc["cwd"] = expand(self.workload.cwd, self.values) if self.workload.cwd else os.getcwd()
         doc["maps"] = side_maps(self.variant, self.workload, self.values, argv)
         if self.service is not None:
@@ -349,6 +373,18 @@ class GuestSide(Declares, declaration=GUEST):
     def metric_info(self) -> dict[str, Metric]:
         return self.parent.metric_info()
 
+
+
+def perturbed(doc: dict, draw) -> dict:
+    """The request keys a run's perturbation sets (``perfab.replication``): its boot's word after the side's command
+    line (so each boot is a saved guest of its own), the guest's randomisation on, the run's entropy and spin, and
+    its environment pad."""
+    from perfab.run.layout import PAD_VAR
+
+    env = dict(doc["env"])
+    env[PAD_VAR] = env.get(PAD_VAR, "") + "." * draw.run.pad
+    return {"cmdline": " ".join(p for p in (doc["cmdline"], draw.word) if p), "randomized": True,
+            "entropy": draw.run.entropy.hex(), "spin": draw.run.spin, "env": env}
 
 
 SIDE_DIRS = (("build", "/perfab/build"), ("src", "/perfab/src"))  # a side's build placeholders -> guest paths
@@ -400,7 +436,7 @@ def read_result(path: Path, interrupts: tuple[str, ...] = (), vmstat: tuple[str,
     accel = result.get("accel") or "?"
     seen = result.get("vcpus_seen") or "?"
     notes = [f"guest: {accel.upper()}, {seen} vCPU{'' if seen == 1 else 's'} "
-             f"seen, {_started(result)} and powered off in {result.get('host_wall_s') or 0:.1f} s"]
+             f"seen, {_started(result)} and {POWERED_OFF} {result.get('host_wall_s') or 0:.1f} s"]
     if result.get("failure"):
         tail = " | ".join(str(result.get("console_tail") or "").strip().splitlines()[-3:])
         return Measurement({}, notes=tuple(notes), failure=f"{result['failure']}; console: {tail}"[:600])
@@ -420,9 +456,9 @@ def _started(result: dict) -> str:
     """How the run's guest began, for its note: booted, booted and saved, or restored (perfab.kernel.snapshot)."""
     start, key, note = result.get("start") or "booted", (result.get("snapshot") or "")[:12], result.get("snapshot_note")
     if start == "restored":
-        return f"restored from the side's saved guest {key}"
+        return f"{RESTORED_NOTE} {key}"
     if start == "saved":
-        return f"booted, saved at the snapshot point ({key})"
+        return f"booted, {SAVED_NOTE} ({key})"
     return f"booted (not saved: {note})" if note else "booted"
 
 
