@@ -15,6 +15,9 @@ Benchmarking in Reasonable Time", ISMM 2013):
   (``measure.boots``); the k-th measured run of a cell (side, workload,
   sweep point) goes on from boot ``k mod units``, restored from that boot's
   saved guest;
+- ``build``: a side perfab builds is built ``units`` times, each build's code
+  and data moved by a seeded pad (``perfab.run.layoutbuild``,
+  ``experiment.layout_builds``); run k of a cell runs build ``k mod units``;
 - ``run``: every run is its own draw (a process on real hardware, a guest
   booted for every run, a simulation with its own seeded layout).
 
@@ -49,8 +52,8 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
-BOOT, RUN = "boot", "run"  # the units of replication a session names
-UNITS = (BOOT, RUN)
+BOOT, BUILD, RUN = "boot", "build", "run"  # the units of replication a session names
+UNITS = (BOOT, BUILD, RUN)
 BOOT_WORD = "perfab_boot"  # the kernel parameter that carries a boot's pad (unknown to Linux: init's environment)
 BOOT_WORD_MAX = 64  # characters of the pad at most (at least 1)
 PAD_MAX = 4095  # bytes of environment pad at most: the stack's offset within a page
@@ -102,6 +105,9 @@ class Replication:
             each = f" x {_per_unit(runs, self.units)} runs" if runs else ""
             head = f"{self.units} boot{'s' if self.units != 1 else ''} per side{each}, every run going on from its " \
                    "boot's saved guest; verdicts take the boot as the unit"
+        elif self.unit == BUILD:
+            each = f" x {_per_unit(runs, self.units)} runs" if runs else ""
+            head = f"{self.units} layout builds per side{each}; verdicts take the build as the unit"
         else:
             head = "every run is its own draw; verdicts take the run as the unit"
         what = f"; perturbed: {'; '.join(self.perturbations)}" if self.perturbations else "; nothing perturbed"
@@ -128,6 +134,15 @@ def stored(design: dict | None) -> Replication:
     """The replication a stored session ran with (its design's); a session stored before perfab kept one had none:
     each run its own unit, nothing perturbed."""
     return Replication.from_json((design or {}).get("replication")) or Replication(RUN, 1, 0)
+
+
+def with_builds(replication: Replication, builds: int) -> Replication:
+    """``replication`` with ``builds`` layout builds per side as its unit (``experiment.layout_builds``); as it was
+    with one build."""
+    if builds <= 1:
+        return replication
+    offset = f"a random code, read-only data and data offset per build ({builds} builds per side)"
+    return Replication(BUILD, builds, replication.seed, (offset, *replication.perturbations))
 
 
 def _per_unit(runs: int, units: int) -> str:

@@ -85,7 +85,7 @@ def test_unknown_key_lists_allowed_keys():
     assert allowed.split(", ") == sorted(["name", "runs", "warmup", "order", "seed", "pin", "max_failures",
                                           "stdout_cap", "alpha", "confidence", "fdr", "margin", "method",
                                           "baseline", "build", "repo", "build_timeout", "min_runs", "max_runs",
-                                          "stop_on", "spending", "layout", "layout_check", "perturb",
+                                          "stop_on", "spending", "layout", "layout_check", "layout_builds", "perturb",
                                           "perturb_seed"])
 
 

@@ -62,7 +62,7 @@ def _spec(tmp_path: Path, loop: Path, cmdline_b: str = "pti=on", image: str = IM
     spec.write_text(f"""
 [experiment]
 name = "pti"
-runs = 3
+runs = 5
 warmup = 0
 [[variant]]
 name = "nopti"
@@ -82,6 +82,7 @@ timeout = 120
 backend = "guest"
 accel = "tcg"
 vmstat = ["pgfault"]
+boots = 5
 """)
     return spec
 
@@ -127,7 +128,7 @@ def test_pti_costs_kernel_instructions_per_syscall_and_user_code_stays_flat(loop
 def test_a_kernel_that_cannot_boot_is_a_failed_run_with_the_console_tail(loop, tmp_path):
     spec = _spec(tmp_path, loop, cmdline_b="pti=off init=/nonexistent rdinit=/nonexistent")
     db = tmp_path / "r.db"
-    text = spec.read_text().replace("runs = 3", "runs = 1\nmax_failures = 0")
+    text = spec.read_text().replace("runs = 5", "runs = 1\nmax_failures = 0")
     spec.write_text(text)
     code, out, err = _run(["run", str(spec), "--db", str(db)])
     assert code != 0

@@ -25,6 +25,7 @@ name = "unlock-layout"
 runs = 2  # the exact method decides once a second run shows the counts repeat
 warmup = 0
 layout_check = true
+layout_builds = 1  # one build per side: the check's aligned pair is the other placement (test_layout_builds: K)
 build = "mkdir -p {{build}} && cc -O2 {{layout_cflags}} {{flags}} -o {{build}}/lockbench {source}"
 
 [measure]

@@ -14,6 +14,9 @@ from scipy import stats
 from perfab.analyse.grid import exact_step
 
 
+UNIT_KEYS = {"boot": "measure.boots", "build": "experiment.layout_builds"}  # the key that sets a unit's count
+
+
 def too_few_runs(n_base: int, n_exp: int, alpha: float, unit: str = "run") -> str | None:
     """The rank test's smallest possible two-sided p-value is 2 / C(n+m, n); warn when it exceeds alpha.
 
@@ -26,7 +29,7 @@ def too_few_runs(n_base: int, n_exp: int, alpha: float, unit: str = "run") -> st
     if smallest <= alpha:
         return None
     need = next(k for k in range(2, 100) if 2 / math.comb(2 * k, k) <= alpha)
-    how = "run" if unit == "run" else f"plan {unit}s (measure.{unit}s)"
+    how = "run" if unit == "run" else f"plan {unit}s ({UNIT_KEYS.get(unit, unit)})"
     return (f"with {n_base}+{n_exp} {unit}s the rank test can never reach alpha {alpha:g} "
             f"(smallest p {smallest:.2g}); {how} >= {need} per side")
 

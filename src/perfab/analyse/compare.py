@@ -64,7 +64,7 @@ from perfab.analyse.verdicts import (Verdict, basis_note, choose, grid_pair, met
 from perfab.errors import UsageError
 from perfab.methodtraits import counts_method
 from perfab.metrics import RUSAGE, Metric, resolve
-from perfab.replication import BOOT, RUN, run_cost, stored
+from perfab.replication import RUN, run_cost, stored
 from perfab.specfile.backends import DEFAULT, declared
 from perfab.specfile import ALIGNED_SUFFIX, Experiment, MetricSpec, parse_spec
 from perfab.specfile.stored import definitions
@@ -118,6 +118,7 @@ def compare(data: Dataset, spec: Experiment, alpha: float | None = None, confide
     else:
         rows = _verdicts(rows, alpha, spec.fdr)
     sessions = list(data.sessions)
+    placement = _one_placement(rows, sessions, backend)
     return Analysis(
         experiment=data.experiment, baseline=spec.baseline,
         variants=tuple(v.name for v in spec.variants if v.name != spec.baseline), rows=tuple(rows),
@@ -125,7 +126,7 @@ def compare(data: Dataset, spec: Experiment, alpha: float | None = None, confide
         runs_per_side=idx.runs_per_side(), order=spec.order, backend=backend.name,
         groups=sessions[-1].groups if sessions else ((),), environment=_side_env(sessions, spec.baseline),
         env_differences=_env_differences(sessions, spec), sessions=len(sessions),
-        warnings=tuple(_experiment_warnings(sessions, spec, idx)), notes=idx.notes, spec=spec,
+        warnings=tuple(_experiment_warnings(sessions, spec, idx)) + placement, notes=idx.notes, spec=spec,
         profiles=_profiles(spec, idx, alpha), sources=sessions[-1].sources if sessions else {},
         summaries=tuple(summaries), metrics=metrics, decision=decision,
         stop_reason=next((x.stop_reason for x in reversed(sessions) if x.stop_reason), None),
@@ -235,17 +236,17 @@ def _unit_costs(data: Dataset) -> tuple[float, float] | None:
 
 
 def unit_labels(data: Dataset) -> tuple[str, np.ndarray]:
-    """What the runs' units of replication are ("boot" when some session went on from boots, else "run") and one
-    label per table row: a session's boot (``perfab.replication``), or for a run that is its own draw a label of
-    its own (a session stored before perfab recorded its replication is one of those)."""
+    """What the runs' units of replication are ("boot" or "build" when some session's runs shared them, else "run")
+    and one label per table row: a session's boot or layout build (``perfab.replication``), or for a run that is
+    its own draw a label of its own (a session stored before perfab recorded its replication is one of those)."""
     t = data.table
     labels = -(t.run_id + 1)  # every run its own unit
     name = RUN
     for session in data.sessions:
         replication = stored(session.design)
-        if replication.unit != BOOT:
+        if replication.unit == RUN:
             continue
-        name = BOOT
+        name = replication.unit
         mine = t.session == session.id
         labels[mine] = session.id * UNIT_STRIDE + np.where(t.rep[mine] >= 0, t.rep[mine] % replication.units, 0)
     return name, labels
@@ -644,6 +645,24 @@ def _experiment_warnings(sessions: list[Session], spec: Experiment, idx: _Index)
                                        f"(first: {reasons[0]})",
                                        {"workload": info.name, "side": variant, "runs": len(reasons)}))
     return warnings
+
+
+PLACED = ("I1 ", "LL ", "branch", "indirect")  # rows a simulator's counts of which move with where the code sits
+
+
+def _one_placement(rows: list[Row], sessions: list[Session], backend) -> tuple[Diagnostic, ...]:
+    """Under a simulator on this machine (cachegrind) without layout builds, the `**` rows whose counts move with
+    where the code sits: each side's code has one placement, and its counts repeat it exactly."""
+    if not sessions or not backend.simulated or backend.boots_kernels or stored(sessions[-1].design).unit != RUN:
+        return ()
+    placed = [r for r in rows if r.verdict == Verdict.CHANGE and r.metric.startswith(PLACED)]
+    if not placed:
+        return ()
+    names = ", ".join(dict.fromkeys(r.label for r in placed))
+    return (Diagnostic(Kind.ONE_LAYOUT, f"{names}: `**` from one build per side, whose code sits at one place: a "
+                       "change in cache or branch counts can be that placement's accident (Mytkowicz et al. 2009); "
+                       "build the sides with perfab, {layout_cflags} in their build command, for layout builds "
+                       "(experiment.layout_builds) that judge them across code offsets", {"rows": len(placed)}),)
 
 
 def _repeats_one_boot(session: Session) -> bool:

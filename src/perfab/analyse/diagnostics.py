@@ -44,6 +44,7 @@ class Kind(StrEnum):
     LAYOUT_SENSITIVE = "layout_sensitive"
     LAYOUT_CHECK = "layout_check"
     ONE_DRAW = "one_draw"
+    ONE_LAYOUT = "one_layout"
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,8 @@ DATA: dict[Kind, Shape] = {
         Key("sensitive", int, "of which layout-sensitive"))),
     Kind.ONE_DRAW: Shape("a session's runs of a side all went on from one saved guest, unperturbed: one draw "
                          "repeated, verdicts per run", (Key("session", int, "the session's id"),)),
+    Kind.ONE_LAYOUT: Shape("`**` cache or branch rows of a simulator from one build per side: one code placement",
+                           (Key("rows", int, "the `**` rows whose counts move with where the code sits"),)),
 }
 
 

@@ -41,11 +41,11 @@ def runs_needed(alpha: float) -> int:
 def plan_warnings(runs: int, alpha: float, exact_rows: bool, unit: str = "run") -> list[str]:
     """One line per verdict the planned ``runs`` per side can never give; [] when every verdict is possible.
 
-    ``unit`` names what ``runs`` counts: runs, or boots when the boot is the unit of replication
-    (``perfab.replication``): a row is then judged on one value per boot."""
+    ``unit`` names what ``runs`` counts: runs, or boots (layout builds) when the boot (build) is the unit of
+    replication (``perfab.replication``): a row is then judged on one value per boot (build)."""
     out = []
     need = runs_needed(alpha)
-    key = "measure.boots" if unit == "boot" else "runs"
+    key = {"boot": "measure.boots", "build": "experiment.layout_builds"}.get(unit, "runs")
     if runs < need:
         out.append(f"with {runs} {unit}(s) per side the rank test can never reach alpha {alpha:g} (smallest p "
                    f"{smallest_p(runs, runs):.2g}): no row whose {unit}s vary can be `**`, exact counts included when "

@@ -32,6 +32,7 @@ class Plan(Command):
 def _plan(exp, sides: list[str] | None, stdout, stderr) -> int:
     """Print the plan of ``exp`` for ``sides`` (None: all), then the verdicts it can never give."""
     from perfab.kexec.boots import plan_lines as kexec_lines
+    from perfab.replication import with_builds
     from perfab.report.plan import schedule_lines
     from perfab.run.aligned import plan_lines as aligned_lines
     from perfab.run.backends import make_backend
@@ -48,10 +49,14 @@ def _plan(exp, sides: list[str] | None, stdout, stderr) -> int:
     backend.preflight(exp, tuple(chosen))
     for line in backend.plan_lines(tuple(chosen)):
         print(line, file=stdout)
-    replication = backend.replication(exp, exp.perturb_seed or 0)
+    replication = with_builds(backend.replication(exp, exp.perturb_seed or 0), exp.layout_builds)
     if replication.unit != "run" or replication.perturbed:  # a plain run on this machine: nothing to say
         seed = "drawn when the session begins" if exp.perturb_seed is None else None
         print(f"replication: {replication.describe(exp.runs, seed)}", file=stdout)
+    if exp.layout_builds > 1:
+        print(f"layout builds: each side's build below runs {exp.layout_builds} times, each time with "
+              "{layout_cflags} = -Wl,PAD.o, a pad of seeded size linked before the program's code and data "
+              "(perfab.run.layoutbuild)", file=stdout)
     if exp.sequential is not None:
         print(f"sequential: blocks after the first {exp.sequential.min_runs} runs per side run only while rows "
               f"are undecided (at most {exp.sequential.max_runs} per side)", file=stdout)
@@ -72,8 +77,8 @@ def _plan_warnings(exp, backend, replication) -> list[str]:
     runs = exp.sequential.max_runs if exp.sequential is not None else exp.runs
     chosen = {exp.method, *(m.method for w in exp.workloads for m in w.metrics if m.method)}
     exact = any(m.exact for m in backend.metric_info().values()) or any(declared(n).counted for n in chosen)
-    if replication.unit == "boot":
-        return plan_warnings(min(runs, replication.units), exp.alpha, exact, "boot")
+    if replication.unit != "run":
+        return plan_warnings(min(runs, replication.units), exp.alpha, exact, replication.unit)
     return plan_warnings(runs, exp.alpha, exact)
 
 

@@ -24,7 +24,7 @@ def build_lines(sources: dict) -> list[str]:
 def schedule_lines(exp: Experiment, schedule: Schedule, groups: tuple[tuple[str, ...], ...],
                    sources: dict | None = None, replication=None) -> list[str]:
     """One line per run; ``>`` lines say what starts before a run, ``<`` lines what stops after it, ``?`` a look.
-    With boots as the unit (``replication``), each run names the boot it goes on from."""
+    With boots or layout builds as the unit (``replication``), each run names the one it goes on from."""
     lines = _Lines(exp, sources or {}, groups, replication)
     out: list[str] = []
     for event in schedule.events:
@@ -37,7 +37,7 @@ class _Lines:
 
     def __init__(self, exp: Experiment, sources: dict, groups: tuple[tuple[str, ...], ...], replication=None):
         self.exp, self.sources, self.groups = exp, sources, groups
-        self.boots = replication if replication is not None and replication.unit == "boot" else None
+        self.units = replication if replication is not None and replication.unit != "run" else None
         self.in_guest = declared(exp.measure.backend).runs_service  # the service starts beside each run
 
     def of(self, event) -> list[str]:
@@ -56,8 +56,8 @@ class _Lines:
         events = ",".join(self.groups[p.group]) or "-"
         point = " ".join(f"{k}={v}" for k, v in p.params)
         line = f"{p.seq:5d}  {p.workload:<20} {p.variant:<16} {kind:<10} {events}"
-        boot = f"  boot {self.boots.unit_of(p.rep)}" if self.boots is not None else ""
-        return line + boot + (f"  {point}" if point else "")
+        unit = f"  {self.units.unit} {self.units.unit_of(p.rep)}" if self.units is not None else ""
+        return line + unit + (f"  {point}" if point else "")
 
     def _workload(self, name: str, key: str) -> list[str]:
         workload = self.exp.workload(name)

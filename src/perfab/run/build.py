@@ -71,6 +71,7 @@ class Source:
     log: str | None  # the build's log file
     cached: bool = False  # the build was skipped: this commit and command built before
     content: str | None = None  # SHA-256 of the built files (perfab.run.buildcache.content_hash)
+    layout: str = ""  # {layout_cflags} of a layout build (perfab.run.layoutbuild); "": the side's own
 
     def values(self) -> dict[str, str]:
         return {"src": self.src, "build": self.build_dir}
@@ -87,15 +88,18 @@ def needs_source(exp: Experiment, variant: Variant) -> bool:
     return bool(variant.git or build_command(exp, variant))
 
 
-def resolve(exp: Experiment, variants: list[Variant], cache: Path = CACHE) -> dict[str, Source]:
-    """Each side's source, with git refs resolved to commits (nothing is built or checked out yet)."""
+def resolve(exp: Experiment, variants: list[Variant], cache: Path = CACHE, layout: str = "",
+            suffix: str = "") -> dict[str, Source]:
+    """Each side's source, with git refs resolved to commits (nothing is built or checked out yet); a layout build
+    (``perfab.run.layoutbuild``) passes its ``{layout_cflags}`` and, built in the spec's directory, a suffix of its
+    build directory."""
     try:
-        return _resolve(exp, variants, cache)
+        return _resolve(exp, variants, cache, layout, suffix)
     except UsageError as e:
         raise type(e)(f"{exp.path}: {e}") from None
 
 
-def _resolve(exp: Experiment, variants: list[Variant], cache: Path) -> dict[str, Source]:
+def _resolve(exp: Experiment, variants: list[Variant], cache: Path, layout: str, suffix: str) -> dict[str, Source]:
     out = {}
     for v in variants:
         if not needs_source(exp, v):
@@ -104,24 +108,27 @@ def _resolve(exp: Experiment, variants: list[Variant], cache: Path) -> dict[str,
         if v.git:
             repo = repository(exp)
             commit, subject = _rev_parse(repo, v.git)
-            key = hashlib.sha256(json.dumps([commit, list(command_t)]).encode()).hexdigest()[:16]
+            key = hashlib.sha256(json.dumps([commit, list(command_t), *([layout] if layout else [])]).encode())
+            key = key.hexdigest()[:16]
             root = (cache / f"{commit[:12]}-{key}").resolve()
             src, build_dir = root / "src", root / "build"
         else:
             commit = subject = None
             src = Path(exp.path).resolve().parent
-            build_dir = (Path(".perfab") / "build" / exp.name / v.name).resolve()
+            build_dir = (Path(".perfab") / "build" / exp.name / f"{v.name}{suffix}").resolve()
             root = build_dir
-        command = _expand(exp, v, src, build_dir)
+        command = _expand(exp, v, src, build_dir, layout)
         log = str(root / "build.log") if command else None
-        out[v.name] = Source(v.name, v.git, commit, subject, str(src), str(build_dir), command, log)
+        out[v.name] = Source(v.name, v.git, commit, subject, str(src), str(build_dir), command, log, layout=layout)
     return out
 
 
-def _expand(exp: Experiment, v: Variant, src: Path, build_dir: Path) -> tuple[str, ...]:
-    """The side's build command with ``{src}`` and ``{build}`` (and the other placeholders) filled in."""
-    values = {"variant": v.name, "experiment": exp.name, "src": str(src), "build": str(build_dir),
-              "layout_cflags": "", **v.vars}  # the aligned pair of a layout check sets layout_cflags (run.aligned)
+def _expand(exp: Experiment, v: Variant, src: Path, build_dir: Path, layout: str = "") -> tuple[str, ...]:
+    """The side's build command with ``{src}`` and ``{build}`` (and the other placeholders) filled in;
+    ``{layout_cflags}`` is the aligned pair's (``perfab.run.aligned``, a side's vars) and a layout build's."""
+    own = v.vars.get("layout_cflags", "")
+    values = {"variant": v.name, "experiment": exp.name, "src": str(src), "build": str(build_dir), **v.vars,
+              "layout_cflags": " ".join(f for f in (own, layout) if f)}
     return tuple(expand(a, values, f"variant {v.name!r} build") for a in build_command(exp, v))
 
 
@@ -176,7 +183,7 @@ def _build_entry(exp: Experiment, variant: Variant, s: Source, env: dict[str, st
                 say(f"building {variant.name}: {shlex.join(s.command)} (log: {s.log})")
                 log = root.parent / f"{root.name}.build.log"  # kept there when the build fails
                 here = replace(s, src=str(tmp / "src"), build_dir=str(tmp / "build"), log=str(log),
-                               command=_expand(exp, variant, tmp / "src", tmp / "build"))
+                               command=_expand(exp, variant, tmp / "src", tmp / "build", s.layout))
                 _run_build(variant, here, env, exp.build_timeout_s)
                 os.replace(log, tmp / "build.log")
             built = replace(s, content=content_hash(tmp))

@@ -81,19 +81,20 @@ class Padding:
         self._padded: dict[tuple, dict[str, str]] = {}  # (side, workload, sweep point, cwd) -> padded environment
 
     def env(self, variant: Variant, workload: Workload, params: tuple, cwd: str | None,
-            values_of: Callable[[Variant], dict], env_of: Callable[[Variant], dict]) -> dict[str, str]:
-        """``variant``'s environment for a run of ``workload`` at ``params``, padded to the widest side.
+            values_of: Callable[[Variant], dict], env_of: Callable[[Variant], dict], build: int = 0) -> dict[str, str]:
+        """``variant``'s environment for a run of ``workload`` at ``params`` (on layout build ``build``), padded to
+        the widest side.
 
         The same for every run of one cell (its placeholders and environment do not change within a
         session), so it is worked out once per cell and handed out again: no run pays for the count."""
-        key = (variant.name, workload.name, params, cwd)
+        key = (variant.name, workload.name, params, cwd, build)
         padded = self._padded.get(key)
         if padded is None:
-            padded = self._padded[key] = self._pad(variant, workload, params, cwd, values_of, env_of)
+            padded = self._padded[key] = self._pad(variant, workload, params, cwd, values_of, env_of, build)
         return padded
 
     def _pad(self, variant: Variant, workload: Workload, params: tuple, cwd: str | None,
-             values_of: Callable[[Variant], dict], env_of: Callable[[Variant], dict]) -> dict[str, str]:
+             values_of: Callable[[Variant], dict], env_of: Callable[[Variant], dict], build: int) -> dict[str, str]:
         """The padded environment of one cell (see ``env``)."""
         def shape(v: Variant, extra: int = 0) -> tuple[int, int] | None:
             try:
@@ -104,7 +105,7 @@ class Padding:
             env = {**env_of(v), **slots(extra)}
             return len(argv) + len([k for k in env if k != PAD_VAR]), string_bytes(argv, env, cwd)
 
-        key = (workload.name, params)
+        key = (workload.name, params, build)
         if key not in self._widest:
             shapes = {v.name: s for v in self.variants if (s := shape(v)) is not None}
             entries = max([e for e, _ in shapes.values()] + [0])

@@ -24,7 +24,7 @@ from pathlib import Path
 from perfab.errors import PerfabError
 from perfab.machine.busy import BusyMeter
 from perfab.plan import PlannedRun
-from perfab.replication import RUN, Draw, Replication
+from perfab.replication import BUILD, RUN, Draw, Replication
 from perfab.run.around import Around
 from perfab.run.backends import Backend
 from perfab.run.context import SideContext
@@ -128,14 +128,16 @@ class OneRun:
 
     def _cell(self, planned: PlannedRun, workload: Workload, variant: Variant, scratch: Path) -> _Cell:
         """The command of ``planned``'s cell, worked out at its first run."""
-        key = (variant.name, workload.name, planned.params)
+        build = self.replication.unit_of(planned.rep) if self.replication.unit == BUILD else 0  # its layout build
+        key = (variant.name, workload.name, planned.params, build)
         cell = self._cells.get(key)
         if cell is None:
-            values = self.sides.values(variant, workload, planned.params)
+            values = self.sides.values(variant, workload, planned.params, build)
             argv, shim = self._argv(workload, variant, values, scratch)
             cwd = self.sides.cwd(workload, values)
             env = self.padding.env(variant, workload, planned.params, cwd,
-                                   lambda v: self.sides.values(v, workload, planned.params), self.sides.env)
+                                   lambda v: self.sides.values(v, workload, planned.params, build), self.sides.env,
+                                   build)
             cell = self._cells[key] = _Cell(argv, shim, cwd, env, values)
         return cell
 

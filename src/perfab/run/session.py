@@ -14,19 +14,21 @@ from __future__ import annotations
 import re
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from perfab.errors import UsageError
 from perfab.machine.busy import Busy
-from perfab.replication import RUN, Replication, draw_seed, stored
+from perfab.replication import BUILD, RUN, Replication, draw_seed, stored, with_builds
 from perfab.run.backends import Backend
 from perfab.run.build import build_all, resolve
+from perfab.run.layoutbuild import check_moved, layout_flags
 from perfab.run.preflight import preflight
 from perfab.run.programs import session_sources
 from perfab.run.reparse import parser_only, reparse_session
 from perfab.run.schedule import Schedule, new_schedule, resumed_schedule
 from perfab.run.sides import Sides
-from perfab.specfile import Experiment, Variant
+from perfab.specfile import Experiment, Variant, expand
 from perfab.store import Store
 
 
@@ -73,13 +75,16 @@ def open_session(exp: Experiment, store: Store, how: Opener, opening: Opening) -
                          "continue it with --resume or start another with --new-session")
     side = resolve_side(exp, opening.side)
     sides = [side] if side else None
-    schedule = new_schedule(exp, sides, len(how.backend.groups()), _resolved(exp, sides))
+    seed = draw_seed() if exp.perturb_seed is None else exp.perturb_seed
+    flags = layout_flags(seed, exp.layout_builds) if exp.layout_builds > 1 else [""]
+    schedule = new_schedule(exp, sides, len(how.backend.groups()), _resolved(exp, sides, flags[0]))
     _build(exp, how, schedule, sides)
+    _build_layouts(exp, how, sides, flags)
     preflight(exp, schedule, how.sides.env, how.real, how.sides.sources)
     sources = session_sources(exp, how.sides.sources, sides, how.sides.env, how.sides.source, how.real)
     for name, facts in how.backend.side_sources().items():
         sources.setdefault(name, {}).update(facts)
-    replication = how.backend.replication(exp, draw_seed() if exp.perturb_seed is None else exp.perturb_seed)
+    replication = with_builds(how.backend.replication(exp, seed), exp.layout_builds)
     session = store.start_session(exp.name, exp.source, exp.path, exp.spec_hash, side, how.backend.name,
                                   how.backend.groups(), how.environment, schedule.runs(), sources,
                                   {**exp.design, "replication": replication.to_json()})
@@ -102,11 +107,15 @@ def _resume(exp: Experiment, store: Store, how: Opener, opening: Opening, pendin
         _reparse(exp, store, how, pending.id)
     side = pending.side
     recorded = {k: v.get("content") for k, v in (pending.sources or {}).items() if isinstance(v, dict)}
-    schedule = resumed_schedule(exp, side, len(how.backend.groups()), _resolved(exp, [side] if side else None),
+    replication = stored(pending.design)
+    flags = layout_flags(replication.seed, replication.units) if replication.unit == BUILD else [""]
+    schedule = resumed_schedule(exp, side, len(how.backend.groups()),
+                                _resolved(exp, [side] if side else None, flags[0]),
                                 store.remaining(pending.id), store.planned(pending.id))
     _build(exp, how, schedule, [side] if side else None, recorded)
+    _build_layouts(exp, how, [side] if side else None, flags)
     _same_kernels(pending, how.backend.side_sources())
-    return OpenSession(pending.id, side, schedule, Busy.from_env(pending.environment), stored(pending.design))
+    return OpenSession(pending.id, side, schedule, Busy.from_env(pending.environment), replication)
 
 
 def _same_kernels(pending, now: dict[str, dict]) -> None:
@@ -129,9 +138,27 @@ def _reparse(exp: Experiment, store: Store, how: Opener, session: int) -> None:
             f"{done.kept} kept as they were")
 
 
-def _resolved(exp: Experiment, sides: list[str] | None) -> dict:
-    """The sides of this session that come from source, resolved to their commits (not built yet)."""
-    return resolve(exp, [v for v in exp.variants if sides is None or v.name in sides])
+def _resolved(exp: Experiment, sides: list[str] | None, layout: str = "") -> dict:
+    """The sides of this session that come from source, resolved to their commits (not built yet); ``layout``: the
+    first layout build's ``{layout_cflags}``."""
+    return resolve(exp, [v for v in exp.variants if sides is None or v.name in sides], layout=layout)
+
+
+def _build_layouts(exp: Experiment, how: Opener, sides: list[str] | None, flags: list[str]) -> None:
+    """The layout builds after the first (``perfab.run.layoutbuild``), each side's in ``how.sides.layouts``; a side
+    whose builds made one program is refused."""
+    if len(flags) < 2:
+        return
+    variants = [v for v in exp.variants if sides is None or v.name in sides]
+    builds = [how.sides.sources] + [build_all(exp, resolve(exp, variants, layout=flag, suffix=f"-layout{i}"),
+                                              how.sides.env, how.say) for i, flag in enumerate(flags[1:], 1)]
+    how.sides.layouts = {v.name: [b[v.name] for b in builds] for v in variants}
+    for v in variants:
+        programs = {w.argv[0] for w in exp.workloads if not w.shell}
+        for template in programs:
+            paths = [Path(expand(template, how.sides.values(v, w, (), unit)))
+                     for w in exp.workloads if w.argv[0] == template for unit in range(len(flags))]
+            check_moved(v.name, [p for p in paths if p.is_file()])
 
 
 def _build(exp: Experiment, how: Opener, schedule: Schedule, sides: list[str] | None,

@@ -14,6 +14,7 @@ class Sides:
     def __init__(self, exp: Experiment):
         self.exp = exp
         self.sources: dict = {}  # side -> perfab.run.build.Source, for sides built from source
+        self.layouts: dict = {}  # side -> its layout builds' Sources, the first its own (experiment.layout_builds)
         self._envs: dict[str, dict[str, str]] = {}  # side -> environment, built on first use
 
     def env(self, variant: Variant) -> dict[str, str]:
@@ -26,14 +27,17 @@ class Sides:
             self._envs[variant.name] = env
         return env
 
-    def source(self, variant: Variant) -> dict[str, str] | None:
-        """The side's ``{src}`` and ``{build}`` when it is built from source, else None."""
-        source = self.sources.get(variant.name)
+    def source(self, variant: Variant, build: int = 0) -> dict[str, str] | None:
+        """The side's ``{src}`` and ``{build}`` when it is built from source (of its layout build ``build``), else
+        None."""
+        layouts = self.layouts.get(variant.name)
+        source = layouts[build % len(layouts)] if layouts else self.sources.get(variant.name)
         return source.values() if source is not None else None
 
-    def values(self, variant: Variant, workload: Workload, params: Params) -> dict[str, str]:
-        """The placeholders of ``workload``'s runs on ``variant`` at sweep point ``params``."""
-        return placeholders(self.exp, variant, workload, params, self.source(variant))
+    def values(self, variant: Variant, workload: Workload, params: Params, build: int = 0) -> dict[str, str]:
+        """The placeholders of ``workload``'s runs on ``variant`` at sweep point ``params`` (on layout build
+        ``build``)."""
+        return placeholders(self.exp, variant, workload, params, self.source(variant, build))
 
     def cwd(self, workload: Workload, values: dict[str, str]) -> str | None:
         """The workload's working directory with the run's placeholders, None for perfab's own."""

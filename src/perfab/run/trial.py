@@ -52,7 +52,7 @@ class Trial:
 def trial_spec(exp: Experiment) -> Experiment:
     """``exp`` cut to one measured run per cell, no warm-up, in plan order, never aborting."""
     return dataclasses.replace(exp, runs=1, warmup=0, order="sequential", sequential=None,
-                               max_failures=_EVERY_RUN_MAY_FAIL)
+                               max_failures=_EVERY_RUN_MAY_FAIL, layout_builds=1)
 
 
 def try_spec(exp: Experiment, side: str | None = None, say: Callable[[str], None] = lambda line: None,

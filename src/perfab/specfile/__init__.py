@@ -180,6 +180,7 @@ class Experiment:
     layout: str  # equal: argv/environment padded alike on every side | random: plus 0..4095 bytes per run
     layout_check: bool  # also run the pair with functions aligned to 64 bytes, as experiment NAME+align64
     perturb: bool  # seeded perturbation of what a deterministic backend repeats (perfab.replication)
+    layout_builds: int  # builds per side perfab builds, each with a seeded code offset: the unit of replication
     perturb_seed: int | None  # the perturbations' seed; None: drawn when a session begins
 
     def variant(self, name: str) -> Variant:

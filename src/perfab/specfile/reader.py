@@ -151,6 +151,9 @@ def experiment(values: dict[str, Any], text: str, at: At) -> Experiment:
     if sequential is not None:
         e["runs"] = sequential.max_runs
     e["baseline"] = rules.baseline(e["baseline"], values["variants"], at)
+    if e["layout_builds"] is None:
+        e["layout_builds"] = rules.default_layout_builds(e, values["variants"], values["measure"], sequential)
+    e["layout_builds"] = min(e["layout_builds"], e["runs"])  # a build without a run is no sample
     exp = Experiment(**e, variants=values["variants"], workloads=values["workloads"], measure=values["measure"],
                      source=text, path=at.path, sequential=sequential)
     for rule in rules.ACROSS:

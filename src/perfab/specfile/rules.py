@@ -15,7 +15,7 @@ from perfab.specfile import checks
 from perfab.specfile.backends import DECLARATIONS, declared
 from perfab.specfile.checks import AUTO, PLACEHOLDER
 from perfab.specfile.kinds import At
-from perfab.specfile.schema import MAX_PLAN, RUNS, default, key, keys_by_backend, owner
+from perfab.specfile.schema import LAYOUT_BUILDS, MAX_PLAN, RUNS, default, key, keys_by_backend, owner
 
 _DESIGN = ("min_runs", "max_runs", "stop_on", "spending")  # the keys of a sequential design
 _LOOKING_ORDERS = ("interleaved", "alternate")  # orders that finish a block before the next one starts
@@ -244,6 +244,42 @@ def kexec_sides(exp: Experiment, at: At) -> None:
                                                           "run the aligned kernels as an experiment of their own")
 
 
+def default_layout_builds(e: dict, variants: tuple[Variant, ...], measure, sequential) -> int:
+    """``layout_builds`` unset: ``LAYOUT_BUILDS`` where cachegrind, which repeats one code placement exactly, measures
+    sides that perfab builds with ``{layout_cflags}`` in a fixed design; else 1 (one build per side)."""
+    if not declared(measure.backend).simulated or declared(measure.backend).boots_kernels or sequential:
+        return 1
+    builds = [" ".join(v.build or e["build"]) for v in variants]
+    if not all("{layout_cflags}" in b for b in builds) or any(v.kernel is not None for v in variants):
+        return 1
+    return min(LAYOUT_BUILDS, e["runs"])
+
+
+def layout_built(exp: Experiment, at: At) -> None:
+    """``layout_builds`` builds every side several times with seeded pads: each side must be one perfab builds with
+    ``{layout_cflags}``, on this machine (a guest side's kernel varies by its boots instead)."""
+    if exp.layout_builds == 1:
+        return
+    where = At(at.path, "experiment.layout_builds")
+    if any(v.kernel is not None for v in exp.variants):
+        raise where.fail("builds user-space sides; a kernel side's runs vary by its boots (measure.boots)",
+                         "remove layout_builds")
+    if exp.sequential is not None:
+        raise where.fail('a sequential design adds runs, and here the build is the unit',
+                         "give runs a number of runs per side (they are spread over the builds)")
+    _built_with_layout_cflags(exp, where, "remove layout_builds")
+
+
+def _built_with_layout_cflags(exp: Experiment, where: At, or_else: str) -> None:
+    """Every side perfab builds, with ``{layout_cflags}`` passed to its compiler."""
+    for v in exp.variants:
+        build = " ".join(v.build or exp.build)
+        if "{layout_cflags}" not in build:
+            raise where.fail(f"side {v.name!r} is not built with {{layout_cflags}}",
+                             "pass it to the compiler in the build command (e.g. CFLAGS=\"-O2 {layout_cflags}\"), "
+                             f"or {or_else}")
+
+
 def layout_checked(exp: Experiment, at: At) -> None:
     """``layout_check`` rebuilds every side with functions aligned: each side must be one perfab builds."""
     if not exp.layout_check:
@@ -342,5 +378,5 @@ AFTER: dict[str, tuple[Callable[[dict, dict, At], None], ...]] = {
     "workload.service": (cpus_with_counters,),
 }
 ACROSS: tuple[Callable[[Experiment, At], None], ...] = (
-    sides_alike, plan_size, kernel_sides, layout_checked, guest_boots, no_shadowed_params, service_counters,
-    service_in_guest)
+    sides_alike, plan_size, kernel_sides, layout_checked, layout_built, guest_boots, no_shadowed_params,
+    service_counters, service_in_guest)

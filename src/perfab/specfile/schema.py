@@ -34,6 +34,7 @@ DIRECTIONS = ("higher", "lower", "none")
 STOP_ON = ("primary", "all")
 SERVICE_COUNTERS = ("pids", "cpus")
 
+LAYOUT_BUILDS = 6  # layout builds per side by default where a deterministic simulator repeats one placement
 MAX_RUNS = 10_000  # measured runs per cell
 MAX_WARMUP = 1_000  # warm-up runs per cell
 MAX_PLAN = 200_000  # runs in one session's plan
@@ -98,6 +99,12 @@ EXPERIMENT = (
     _k("perturb_seed", Integer(0, 2 ** 31 - 1), None,
        "Seed of the perturbations (stored with the session; the same seed makes the same perturbations).",
        "drawn when a session begins"),
+    _k("layout_builds", Integer(1, 64), None,
+       "Sides perfab builds ({layout_cflags} in their build command) are built this many times each, every build "
+       "with its code, read-only data and data moved by a seeded pad linked in first (the same pads on every side); "
+       "the runs are spread over the builds (a build per run when runs are fewer) and verdicts take the build as "
+       "the unit: a change that is a code-placement accident shows as spread between builds.",
+       f"{LAYOUT_BUILDS} under cachegrind when every side is built with {{layout_cflags}}, else 1"),
     _k("layout_check", Bool(), False,
        "Also run a second pair with every function aligned to 64 bytes (kernel sides built from source: "
        "DEBUG_FORCE_FUNCTION_ALIGN_64B; sides built by perfab: {layout_cflags} = -falign-functions=64) and "
