@@ -40,7 +40,8 @@ def test_an_absent_key_gets_the_schema_default(table):
     """Every key left out is filled with the schema's typed default, nothing else (one source of defaults)."""
     exp = parse_spec(FULL.replace("runs = 2\n", "").replace("warmup = 0\n", ""), "full.toml")
     obj = _objects(exp)[table]
-    written = {"experiment": {"name", "baseline", "runs", "min_runs", "max_runs", "stop_on", "spending", "layout_builds"},
+    written = {"experiment": {"name", "baseline", "runs", "min_runs", "max_runs", "stop_on", "spending",
+                              "layout_builds"},
                "variant": {"name"}, "workload": {"name", "argv"}, "workload.service": {"argv"},
                "workload.metric": {"name", "direction"}, "measure": set()}[table]
     checked = 0
