@@ -228,3 +228,20 @@ def test_plan_names_each_runs_boot_and_the_design(tmp_path):
     assert "replication: 2 boots per side x 2 runs" in out and "seed drawn when the session begins" in out
     runs = [line for line in out.splitlines() if re.match(r"\s+\d+\s+w\s", line)]
     assert [line.split()[-1] for line in runs[:4]] == ["0", "0", "1", "1"]
+
+
+def test_a_runs_perturbation_reaches_its_guest_request_and_command_line():
+    from perfab.kernel import initramfs, qemu
+    from perfab.run.backends.guest import perturbed
+
+    draw = Replication(BOOT, 6, 5, GUEST_PERTURBATIONS).draw("w", (), 8)
+    doc = perturbed({"cmdline": "pti=on", "env": {"A": "1"}}, draw)
+    assert doc["cmdline"] == f"pti=on {draw.word}" and doc["randomized"] is True and doc["spin"] == draw.run.spin
+    assert bytes.fromhex(doc["entropy"]) == draw.run.entropy and doc["env"]["PERFAB_LAYOUT_PAD"] == "." * draw.run.pad
+    request = qemu.BootRequest("k", ("/bin/true",), cmdline=doc["cmdline"], randomized=True)
+    line = qemu.kernel_cmdline(request, "tcg")
+    assert "norandmaps" not in line and "randomize_kstack_offset=off" not in line and line.endswith(draw.word)
+    assert "norandmaps" in qemu.kernel_cmdline(qemu.BootRequest("k", ("/bin/true",)), "tcg")  # unperturbed: fixed
+    files = initramfs._request(initramfs.Workload(argv=("/bin/true",), entropy=draw.run.entropy, spin=7))
+    assert files["perturb"] == f"spin 7\nentropy {draw.run.entropy.hex()}\n".encode()
+    assert "perturb" not in initramfs._request(initramfs.Workload(argv=("/bin/true",)))

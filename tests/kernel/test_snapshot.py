@@ -143,3 +143,23 @@ def test_a_saved_guest_qemu_cannot_load_fails_its_run_and_is_dropped(runs, base,
         assert not saved.exists()  # the next run saves it again
     finally:
         os.replace(kept, saved)
+
+
+@pytest.fixture(scope="module")
+def seeded(base) -> dict[str, qemu.BootResult]:
+    """A randomised boot saved at its point under a boot word, then restores of it given run seeds: the same seed
+    twice, and another (``perfab.replication``: the guest's randomisation on, seeded)."""
+    boot = replace(base, cmdline="perfab_boot=k3x9", randomized=True, plugin=qemu.PluginOptions())
+    one = replace(boot, entropy=bytes(range(64)), spin=1000)
+    return {"saved": qemu.boot(one), "same": qemu.boot(one),
+            "other": qemu.boot(replace(boot, entropy=bytes(range(64, 128)), spin=250_000))}
+
+
+def test_a_seeded_run_repeats_exactly_and_another_seed_is_another_draw(seeded):
+    """The same boot word and run seed count the same instructions restored as booted: a session is reproducible
+    from its seed; another run seed (the guest's random pool, the spin before the workload) moves the kernel's
+    count, since what the kernel randomises follows it."""
+    saved, same, other = (_window(seeded[k]) for k in ("saved", "same", "other"))
+    assert seeded["saved"].start == "saved" and seeded["same"].start == seeded["other"].start == "restored"
+    assert (same.insns_user, same.insns_kernel) == (saved.insns_user, saved.insns_kernel)
+    assert other.insns_kernel != saved.insns_kernel

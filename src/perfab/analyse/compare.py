@@ -379,7 +379,7 @@ def _row(spec: Experiment, idx: _Index, workload: str, point: Params, metric: st
     common.update(levels=levels)
     asked = method_override or (decl.method if decl and decl.method else None) or \
         (counts_method() if meta.exact else spec.method)
-    method, refusal = _choose(asked, base, exp, levels)
+    method, refusal = _choose(asked, base, exp, levels, meta.exact)
     if levels is not None and refusal is not None and not (method_override or (decl and decl.method)):
         refusal = None  # counts that vary between boots are what boots are for: the rank test, and nothing to say
     est = method.compare(base, exp, confidence, step=resolution(base, exp, declared=meta.step, margin=margin))
@@ -418,11 +418,17 @@ def _at_units(idx: _Index, base_key: tuple, exp_key: tuple):
     return (mb, SampleView(ob)), (me, SampleView(oe)), levels
 
 
-def _choose(asked: str, base: np.ndarray, exp: np.ndarray, levels: Levels | None):
-    """``verdicts.choose``, and at the level of units a counted method only where every unit of a side read the
-    same value: counts that repeat within a boot but not across boots are one draw each, judged by rank."""
+def _choose(asked: str, base: np.ndarray, exp: np.ndarray, levels: Levels | None, counts: bool = False):
+    """``verdicts.choose``, and at the level of units a counted method exactly where every unit of a side read the
+    same value: counts that repeat within a boot but not across boots are one draw each, judged by rank; counts
+    (``counts``: declared so, or whole numbers) that every independent boot repeats are deterministic, whatever
+    the row asked for (a rank test of constant sides can only say ``ns``).  A constant reading that is not a count
+    (a time printed to a few digits) may be a rounding, and stays with the row's method."""
+    constant = levels is not None and min(len(base), len(exp)) >= 2 and np.ptp(base) == 0 and np.ptp(exp) == 0
+    if constant and (counts or (np.all(base == np.round(base)) and np.all(exp == np.round(exp)))):
+        return get_method(counts_method()), None
     method, refusal = choose(asked, base, exp)
-    if levels is None or not method.traits.counted or (np.ptp(base) == 0 and np.ptp(exp) == 0):
+    if levels is None or not method.traits.counted:
         return method, refusal
     spread = exact_spread(base, exp)
     return get_method(method.traits.fallback), Refusal(
