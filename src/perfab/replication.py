@@ -136,13 +136,13 @@ def stored(design: dict | None) -> Replication:
     return Replication.from_json((design or {}).get("replication")) or Replication(RUN, 1, 0)
 
 
-def with_builds(replication: Replication, builds: int) -> Replication:
-    """``replication`` with ``builds`` layout builds per side as its unit (``experiment.layout_builds``); as it was
-    with one build."""
+def with_builds(replication: Replication, builds: int, seed: int) -> Replication:
+    """``replication`` with ``builds`` layout builds per side as its unit (``experiment.layout_builds``), their pads
+    drawn from ``seed``; as it was with one build."""
     if builds <= 1:
         return replication
     offset = f"a random code, read-only data and data offset per build ({builds} builds per side)"
-    return Replication(BUILD, builds, replication.seed, (offset, *replication.perturbations))
+    return Replication(BUILD, builds, seed, (offset, *replication.perturbations))
 
 
 def _per_unit(runs: int, units: int) -> str:

@@ -41,7 +41,7 @@ int main(int argc, char **argv)
 
 def spec(name: str, n: int, runs: int = 1) -> str:
     """Unoptimised against optimised builds of the program, n iterations, under fixed simulated caches."""
-    return (f'[experiment]\nname = "{name}"\nruns = {runs}\nwarmup = 0\n\n'
+    return (f'[experiment]\nname = "{name}"\nruns = {runs}\nwarmup = 0\nperturb_seed = 7\n\n'
             '[measure]\nbackend = "cachegrind"\nl1i = "32K,8,64"\nl1d = "32K,8,64"\nll = "1M,16,64"\n\n'
             '[[variant]]\nname = "O0"\n\n[[variant]]\nname = "O2"\n\n'
             f'[[workload]]\nname = "loop"\nargv = ["./build/{{variant}}/prog", "{n}"]\ntimeout = 120\n')

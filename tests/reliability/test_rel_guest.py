@@ -94,8 +94,10 @@ def pooled(tmp_path_factory, loop, pvh) -> dict:
     d = tmp_path_factory.mktemp("pooled")
     image = d / "vmlinuz-test"
     shutil.copy(IMAGES[-1], image)
-    # every run boots (snapshot = false): the two sessions pool a bzImage's boots with its vmlinux's
-    write(d / "k.toml", guest_spec(image, loop, measure="snapshot = false"))
+    # every run boots (snapshot = false): the two sessions pool a bzImage's boots with its vmlinux's; unperturbed,
+    # so every boot of a side is one draw and the profile's shares repeat exactly (its exact rows, below)
+    write(d / "k.toml", guest_spec(image, loop, measure="snapshot = false").replace("warmup = 0\n",
+                                                                                  "warmup = 0\nperturb = false\n"))
     first = cli("run", "k.toml", "--db", "r.db", "--no-report", cwd=d)
     assert first.code == 0, first.err
     shutil.copy(pvh, image)

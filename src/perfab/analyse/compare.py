@@ -671,19 +671,24 @@ def _one_placement(rows: list[Row], sessions: list[Session], backend) -> tuple[D
                        "(experiment.layout_builds) that judge them across code offsets", {"rows": len(placed)}),)
 
 
+DETERMINISTIC_STARTS = ("snapshot", "boot (measure.snapshot = false)")  # guest starts that repeat one draw unperturbed
+
+
 def _repeats_one_boot(session: Session) -> bool:
-    """A guest session whose runs of a side all went on from one saved guest, unperturbed: a session stored before
-    perfab made boots its unit, or one run with ``experiment.perturb = false``."""
+    """A guest session whose runs of a side all went on from one saved guest, or booted alike, unperturbed: a
+    session stored before perfab made boots its unit, or one run with ``experiment.perturb = false``."""
     replication = stored(session.design)
+    starts = {f.get("guest_start") for f in session.sources.values() if isinstance(f, dict)}
     return (declared(session.backend).boots_kernels and replication.unit == RUN and not replication.perturbed
-            and any(isinstance(f, dict) and f.get("guest_start") == "snapshot" for f in session.sources.values()))
+            and bool(starts & set(DETERMINISTIC_STARTS)))
 
 
 def _one_draw(session: Session) -> Diagnostic:
-    return Diagnostic(Kind.ONE_DRAW, f"session {session.id}: every run of a side went on from one saved guest, "
-                      "unperturbed, so its runs repeat one boot (one draw of layout, timer phase and interleaving): "
-                      "its verdicts are per run and can be a boot's accident; run the experiment again with boots "
-                      "as the unit (measure.boots, experiment.perturb = true, the default)", {"session": session.id})
+    return Diagnostic(Kind.ONE_DRAW, f"session {session.id}: every run of a side went on from one saved guest (or "
+                      "booted alike), unperturbed, so its runs repeat one boot (one draw of layout, timer phase and "
+                      "interleaving): its verdicts are per run and can be a boot's accident; run the experiment "
+                      "again with boots as the unit (measure.boots, experiment.perturb = true, the default)",
+                      {"session": session.id})
 
 
 def _parser_changes(sessions: list[Session]) -> list[Diagnostic]:

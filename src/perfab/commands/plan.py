@@ -49,7 +49,8 @@ def _plan(exp, sides: list[str] | None, stdout, stderr) -> int:
     backend.preflight(exp, tuple(chosen))
     for line in backend.plan_lines(tuple(chosen)):
         print(line, file=stdout)
-    replication = with_builds(backend.replication(exp, exp.perturb_seed or 0), exp.layout_builds)
+    replication = with_builds(backend.replication(exp, exp.perturb_seed or 0), exp.layout_builds,
+                              exp.perturb_seed or 0)
     if replication.unit != "run" or replication.perturbed:  # a plain run on this machine: nothing to say
         seed = "drawn when the session begins" if exp.perturb_seed is None else None
         print(f"replication: {replication.describe(exp.runs, seed)}", file=stdout)

@@ -84,7 +84,7 @@ def open_session(exp: Experiment, store: Store, how: Opener, opening: Opening) -
     sources = session_sources(exp, how.sides.sources, sides, how.sides.env, how.sides.source, how.real)
     for name, facts in how.backend.side_sources().items():
         sources.setdefault(name, {}).update(facts)
-    replication = with_builds(how.backend.replication(exp, seed), exp.layout_builds)
+    replication = with_builds(how.backend.replication(exp, seed), exp.layout_builds, seed)
     session = store.start_session(exp.name, exp.source, exp.path, exp.spec_hash, side, how.backend.name,
                                   how.backend.groups(), how.environment, schedule.runs(), sources,
                                   {**exp.design, "replication": replication.to_json()})

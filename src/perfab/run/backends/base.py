@@ -151,7 +151,7 @@ class Declares:
         and nothing is perturbed (a run on this machine draws its own layout)."""
         from perfab.replication import RUN, Replication
 
-        return Replication(RUN, 1, seed)
+        return Replication(RUN, 1, 0)  # nothing drawn: no seed to keep
 
     def side_sources(self) -> dict[str, dict]:
         """Nothing besides the sides' programs."""

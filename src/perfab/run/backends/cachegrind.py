@@ -161,7 +161,7 @@ class CachegrindBackend(SameForEverySide, declaration=CACHEGRIND):
         draw on every side (``perfab.replication``), so a verdict holds over stack placements."""
         from perfab.replication import HOST_PERTURBATIONS, RUN, Replication
 
-        return Replication(RUN, 1, seed, HOST_PERTURBATIONS if exp.perturb else ())
+        return Replication(RUN, 1, seed, HOST_PERTURBATIONS) if exp.perturb else Replication(RUN, 1, 0)
 
     def _out_name(self) -> str:
         return f"{self.tool}.out" + (".%p" if self.trace_children else "")

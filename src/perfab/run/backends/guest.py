@@ -192,7 +192,7 @@ class GuestBackend(Declares, declaration=GUEST):
         from perfab.replication import BOOT, GUEST_PERTURBATIONS, RUN, Replication
 
         if not exp.perturb:
-            return Replication(RUN, 1, seed)
+            return Replication(RUN, 1, 0)  # nothing drawn: no seed to keep
         if self.start() == "snapshot":  # a run per boot at most: a boot without a run is no sample
             return Replication(BOOT, min(self.measure.boots, exp.runs), seed, GUEST_PERTURBATIONS)
         return Replication(RUN, 1, seed, GUEST_PERTURBATIONS)
