@@ -157,7 +157,7 @@ def replication_line(a: Analysis) -> str | None:
     r = Replication.from_json(a.replication)
     if r is None or (r.unit == RUN and not r.perturbations):
         return None
-    return r.describe()
+    return r.describe(a.spec.runs if a.spec is not None and a.spec.sequential is None else None)
 
 
 def variance_rows(rows: tuple[Row, ...]) -> tuple[Row, ...]:

@@ -59,7 +59,7 @@ class OneRun:
         self.real = real  # the executor runs real programs (rusage shims apply)
         self.recorder = _recorder(exp)  # perf record around each run, when the spec asks for profiles
         self.padding = Padding(exp.variants)  # equal argv and environment bytes on every side
-        self.replication = Replication(RUN, 1, exp.seed)  # the session's (the runner sets it): draws and boots
+        self.replication = Replication(RUN, 1, 0)  # the session's (the runner sets it): its draws and boots
         self.window = None  # the machine's CPU counters around the last run (``Execution.window``)
         self._cells: dict[tuple, _Cell] = {}  # (side, workload, sweep point) -> its command, for ``_root``
         self._root: Path | None = None  # the session's scratch root the cells were worked out for
