@@ -174,6 +174,11 @@ def boot_word(seed: int, boot: int) -> str:
     return f"{BOOT_WORD}={chars}"
 
 
+def longest_boot_word() -> str:
+    """A boot word of the most characters a boot may get: what a command line must have room for."""
+    return f"{BOOT_WORD}={'x' * BOOT_WORD_MAX}"
+
+
 @dataclass(frozen=True)
 class RunDraw:
     """One run's perturbation, the same for run ``rep`` of a cell on every side."""

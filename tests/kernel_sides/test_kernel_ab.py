@@ -126,7 +126,7 @@ def test_pti_costs_kernel_instructions_per_syscall_and_user_code_stays_flat(loop
 
 
 def test_a_kernel_that_cannot_boot_is_a_failed_run_with_the_console_tail(loop, tmp_path):
-    spec = _spec(tmp_path, loop, cmdline_b="pti=off init=/nonexistent rdinit=/nonexistent")
+    spec = _spec(tmp_path, loop, cmdline_b="pti=off mem=20M")  # too little memory to unpack its initramfs
     db = tmp_path / "r.db"
     text = spec.read_text().replace("runs = 5", "runs = 1\nmax_failures = 0")
     spec.write_text(text)
@@ -148,3 +148,14 @@ def test_auto_takes_kvm_only_where_the_sides_kernel_boots_under_it(loop, tmp_pat
         result = qemu.boot(qemu.BootRequest(kernel=IMAGES[-1], argv=(str(loop), "10"), accel="kvm", plugin=None,
                                             timeout_s=60, deterministic=False, cache_dir=str(tmp_path / "guest")))
         assert result.failure is None and b"calls: 10" in result.stdout, result.console_tail
+
+
+@pytest.mark.parametrize("words", ["rdinit=/bin/sh", "init=/sbin/init", "pti=off -- x"])
+def test_a_command_line_that_takes_perfabs_init_away_is_refused(loop, tmp_path, words):
+    """init= or rdinit= start another program than the one that runs the workload, and `--` hands perfab's later
+    options (the boot's perturbation among them) to init: refused before anything runs, naming the word."""
+    spec = _spec(tmp_path, loop, cmdline_b=words)
+    code, out, err = _run(["run", str(spec), "--db", str(tmp_path / "r.db")])
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "variant.kernel.cmdline" in err and ("init" in err or "'--'" in err), err
+    assert not (tmp_path / "r.db").exists() or "pti" not in _run(["list", "--db", str(tmp_path / "r.db")])[1]

@@ -106,11 +106,30 @@ def _check_kernel(side: str, k: Kernel, full_cmdline, memory_mb: int, files_byte
         check_memory(info, memory_mb, files_bytes, side)
     if k.symbols is not None:
         check_symbols(k.symbols, f"{where}.symbols")
+    check_cmdline_words(k.cmdline, f"{where}.cmdline")
     line = full_cmdline(k.cmdline)
     if len(line.encode()) > cmdline_max:
         raise UsageError(f"{where}.cmdline: the guest's command line would be {len(line.encode()):,} bytes "
                          f"(perfab's {len(line.encode()) - len(k.cmdline.encode()):,} and this side's), and the "
                          f"kernel takes at most {cmdline_max:,} (a longer one boots to nothing); shorten cmdline")
+
+
+OWN_WORDS = ("init", "rdinit")  # parameters perfab's boot needs as it sets them: its init runs the workload
+
+
+def check_cmdline_words(cmdline: str, where: str) -> None:
+    """A side's command line leaves perfab's init in place and its own options to the kernel: ``init=`` or
+    ``rdinit=`` would start another program than the one that runs the workload (the guest never reaches it), and
+    ``--`` would hand every later option, the boot's perturbation among them, to init instead of the kernel."""
+    words = cmdline.split()
+    for word in words:
+        name = word.split("=", 1)[0]
+        if name in OWN_WORDS and "=" in word:
+            raise UsageError(f"{where}: {word!r} replaces perfab's init, which runs the workload (the guest would never "
+                             f"reach it); remove {name}=")
+    if "--" in words:
+        raise UsageError(f"{where}: '--' hands every option after it to init, not the kernel (perfab adds its own "
+                         "after the side's); remove it and pass init's arguments in the workload instead")
 
 
 def check_memory(info: kimage.ImageInfo, memory_mb: int, files_bytes: int, side: str) -> None:

@@ -41,7 +41,7 @@ from perfab.errors import UsageError
 from perfab.metrics import GUEST_CLOCKS, Metric, resolve
 from perfab.run.backends.base import Declares, Measurement
 from perfab.machine.caches import parse_level
-from perfab.replication import POWERED_OFF, RESTORED_NOTE, SAVED_NOTE
+from perfab.replication import POWERED_OFF, RESTORED_NOTE, SAVED_NOTE, longest_boot_word
 from perfab.specfile import Experiment, Kernel, Measure, Variant, Workload, checks, expand
 from perfab.specfile.backends import GUEST
 
@@ -101,9 +101,10 @@ class GuestBackend(Declares, declaration=GUEST):
                              '[measure] accel = "tcg" (or "auto", which then emulates)')
         accel = "kvm" if self.measure.accel == "kvm" else "tcg"  # TCG adds options: the longest line
         self.baseline = exp.variants[0].name
+        word = " " + longest_boot_word() if exp.perturb else ""  # the longest a boot's perturbation adds
         self.specs = preflight.check_sides(
             exp, variants, self.measure,
-            lambda side: qemu.kernel_cmdline(qemu.BootRequest("", ("/",), cmdline=side), accel))
+            lambda side: qemu.kernel_cmdline(qemu.BootRequest("", ("/",), cmdline=side + word), accel))
 
     def needs_plugin(self, exp: Experiment) -> str | None:
         """The key that asks for what only the TCG plugin counts (cache_sim, a declared count row), or None."""
