@@ -125,8 +125,8 @@ def check_cmdline_words(cmdline: str, where: str) -> None:
     for word in words:
         name = word.split("=", 1)[0]
         if name in OWN_WORDS and "=" in word:
-            raise UsageError(f"{where}: {word!r} replaces perfab's init, which runs the workload (the guest would never "
-                             f"reach it); remove {name}=")
+            raise UsageError(f"{where}: {word!r} replaces perfab's init, which runs the workload (the guest would "
+                             f"never reach it); remove {name}=")
     if "--" in words:
         raise UsageError(f"{where}: '--' hands every option after it to init, not the kernel (perfab adds its own "
                          "after the side's); remove it and pass init's arguments in the workload instead")
