@@ -105,6 +105,30 @@ class Saved:
     def exists(self) -> bool:
         return self.state.is_file() and self.meta.is_file()
 
+    def damage(self) -> str | None:
+        """Why this saved guest cannot be restored though something is there (a directory where its state belongs,
+        a meta file that is not its JSON), or None: nothing there, or a usable guest."""
+        if not (self.state.exists() or self.meta.exists()):
+            return None
+        if not self.state.is_file() or not self.meta.is_file():
+            return "its state or meta file is not a regular file"
+        try:
+            meta = json.loads(self.meta.read_text())
+            int(meta["address"]), int(meta["size"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            return f"its meta file is unreadable ({e.__class__.__name__})"
+        return None
+
+    def drop(self) -> None:
+        """Remove what is there of this saved guest (files or directories), so a boot saves it again."""
+        import shutil
+
+        for path in (self.state, self.meta):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
 
 class Guide:
     """Takes one boot through the snapshot point, from the boot's wait loop (``step``): restores the saved guest or
@@ -117,6 +141,9 @@ class Guide:
             raise UsageError(f"the run's request is {len(self.blob):,} bytes, more than the {REQUEST_MAX:,} a guest "
                              "takes at its snapshot point; shorten the workload's arguments and environment, or set "
                              "measure.snapshot = false")
+        damage = found.damage()
+        if damage is not None:  # healed: dropped, and this boot saves it again
+            found.drop()
         self.restore = found.exists()  # start from the saved guest; False: boot to the point
         self.start = "restored" if self.restore else "booted"  # "restored", "saved" or "booted" (not saved)
         self.passed = False  # the guest went on from the point
@@ -124,6 +151,8 @@ class Guide:
         self._session: qmp.Session | None = None
         self._lock = None if self.restore else _try_lock(found)
         self.note = "" if self.restore or self._lock is not None else "another boot was saving the same guest"
+        if damage is not None:
+            self.note = f"the saved guest {found.key[:12]} was damaged ({damage}): dropped, booted and saved again"
 
     def arguments(self) -> list[str]:
         """QEMU's options for this boot: the control sockets, and the saved guest to start from."""

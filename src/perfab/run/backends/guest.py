@@ -459,7 +459,7 @@ def _started(result: dict) -> str:
     if start == "restored":
         return f"{RESTORED_NOTE} {key}"
     if start == "saved":
-        return f"booted, {SAVED_NOTE} ({key})"
+        return f"booted, {SAVED_NOTE} ({key}{'; ' + note if note else ''})"
     return f"booted (not saved: {note})" if note else "booted"
 
 
