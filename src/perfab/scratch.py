@@ -12,10 +12,22 @@ session) when that process is still running and its command line names
 the folder.  The kinds are ``boot`` (one guest's console, result channel
 and plugin output), ``kvm`` (the KVM probe) and ``run`` (a session's run
 scratch).
+
+A pid and a start time are not enough where processes of other PID
+namespaces share the temporary directory (containers, a sandboxed CI
+job): there the owner's pid names another process or none, and a sweep
+would remove a live session's folder and stop its guest.  So the owner
+also holds an ``flock`` on the folder's ``owner.lock`` for as long as it
+lives (the kernel drops it when the process ends, however it ends, and a
+lock is one file's whatever namespace asks), and ``sweep`` takes that lock
+before it touches a folder: a folder whose lock is held is left alone
+whatever its name says.  Folders without a lock file (made by an older
+perfab) are judged by their name.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -28,6 +40,8 @@ from typing import Iterator
 
 KINDS = ("boot", "kvm", "run")
 PID_FILE = "pid"  # the pid of a process the folder's owner started in its own session (QEMU)
+LOCK_FILE = "owner.lock"  # flocked by the folder's owner while it lives
+_HELD: dict[str, int] = {}  # folder -> the descriptor holding its owner lock (closed when the folder is removed)
 _NAME = re.compile(r"^perfab-(boot|kvm|run)-(\d+)-(\d+)-")
 
 
@@ -49,12 +63,27 @@ def owned(kind: str) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+        release(path)
 
 
 def make(kind: str) -> str:
-    """A fresh folder of ``kind`` owned by this process; the caller removes it."""
+    """A fresh folder of ``kind`` owned by this process, its owner lock held; the caller removes it."""
     pid = os.getpid()
-    return tempfile.mkdtemp(prefix=f"perfab-{kind}-{pid}-{start_ticks(pid) or 0}-")
+    folder = tempfile.mkdtemp(prefix=f"perfab-{kind}-{pid}-{start_ticks(pid) or 0}-")
+    try:
+        fd = os.open(os.path.join(folder, LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        _HELD[folder] = fd
+    except OSError:
+        pass  # no lock: the folder is judged by its name, as before
+    return folder
+
+
+def release(folder: Path | str) -> None:
+    """Drop the owner lock of a folder this process made (once the folder is removed)."""
+    fd = _HELD.pop(str(folder), None)
+    if fd is not None:
+        os.close(fd)
 
 
 def record_child(folder: Path, pid: int) -> None:
@@ -77,13 +106,33 @@ def sweep(root: str | None = None) -> list[Path]:
         return removed
     for folder in candidates:
         m = _NAME.match(folder.name)
-        if m is None or not folder.is_dir() or start_ticks(int(m.group(2))) == int(m.group(3)):
+        if m is None or not folder.is_dir() or str(folder) in _HELD:
             continue
+        if _owner_gone(folder) is False or start_ticks(int(m.group(2))) == int(m.group(3)):
+            continue  # its owner holds the lock (alive, in this PID namespace or another), or lives by its name
         _stop_child(folder)
         shutil.rmtree(folder, ignore_errors=True)
         if not folder.exists():
             removed.append(folder)
     return removed
+
+
+def _owner_gone(folder: Path) -> bool | None:
+    """Whether ``folder``'s owner lock is free (its owner ended), False while it is held, None without a lock
+    file."""
+    try:
+        fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return False  # cannot tell: leave it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _stop_child(folder: Path) -> None:

@@ -245,27 +245,3 @@ def test_a_runs_perturbation_reaches_its_guest_request_and_command_line():
     files = initramfs._request(initramfs.Workload(argv=("/bin/true",), entropy=draw.run.entropy, spin=7))
     assert files["perturb"] == f"spin 7\nentropy {draw.run.entropy.hex()}\n".encode()
     assert "perturb" not in initramfs._request(initramfs.Workload(argv=("/bin/true",)))
-
-
-@pytest.mark.parametrize("damage", ["meta", "directory"])
-def test_a_damaged_saved_guest_is_dropped_and_saved_again_with_a_note(tmp_path, damage):
-    """A saved guest whose meta file is not its JSON, or a directory where its state belongs, is never restored:
-    the boot drops it, boots to the point and saves it again, and the run's note names the saved guest."""
-    from perfab.kernel.snapshot import Guide, Saved
-
-    found = Saved.at(tmp_path, "ab" * 12)
-    found.state.parent.mkdir(parents=True)
-    if damage == "meta":
-        found.state.write_bytes(b"QEVM")
-        found.meta.write_text("{not json")
-    else:
-        found.state.mkdir()
-        found.meta.write_text('{"address": 1, "size": 2}')
-    guide = Guide(tmp_path, found, b"request")
-    assert not guide.restore and guide.start == "booted"
-    assert f"saved guest {found.key[:12]} was damaged" in guide.note and not found.state.exists()
-    guide.close()
-    healthy = Saved.at(tmp_path, "cd" * 12)
-    healthy.state.write_bytes(b"QEVM")
-    healthy.meta.write_text('{"address": 4096, "size": 65536}')
-    assert Guide(tmp_path, healthy, b"request").restore  # a usable one is restored

@@ -157,6 +157,7 @@ class Runner:
                     status = "interrupted"
         finally:
             shutil.rmtree(scratch_root, ignore_errors=True)
+            scratch.release(scratch_root)
             stored = pause if pause is not None and status == "finished" else status
             self._finish(opened, stored, stop_reason if status == "finished" else None)
         if status == "aborted":
