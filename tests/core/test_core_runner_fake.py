@@ -168,7 +168,16 @@ def _kill_on(call: int, times: int = 1):
     return hook
 
 
-def test_first_sigint_stops_after_the_run_in_flight(db):
+@pytest.fixture
+def python_sigint():
+    """SIGINT handled by Python, as a terminal starts it (a background job starts with it ignored, and the runner
+    restores the handler it found); the one before restored after."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_first_sigint_stops_after_the_run_in_flight(db, python_sigint):
     text = two_sides(runs=5, warmup=1)
     runner, ex, store = fake_runner(text, db, _counting({}, hook=_kill_on(5)))
     result = runner.run()

@@ -199,6 +199,9 @@ CASES = {  # situation -> (spec text, with {zoo} for the zoo's path; the one std
                            r"perfab: k\.toml: side 'b': variant\.kernel\.cmdline: the guest's command line would be "
                            r"3,\d{3} bytes \(perfab's \d+ and this side's\), and the kernel takes at most 2,047 \(a "
                            r"longer one boots to nothing\); shorten cmdline$"),
+    "cmdline-past-the-limit-with-a-boot-word": (spec(b=f'image = "{IMG}"\ncmdline = "{"x" * (2047 - 126)}"'),
+                                                r"perfab: k\.toml: side 'b': variant\.kernel\.cmdline: the guest's "
+                                                r"command line would be 2,048 bytes \(perfab's \d+ and this side's\)"),
     "cmdline-unknown-placeholder": (spec(b=f'image = "{IMG}"\ncmdline = "x={{nope}}"'),
                                     r"perfab: k\.toml: side 'b': variant\.kernel\.cmdline: unknown placeholder "
                                     r"\{nope\}; known: \{experiment\}, \{variant\} \(a kernel belongs to its side: "
@@ -287,7 +290,8 @@ ACCEPTED = {  # situation -> (spec text, a line plan prints)
     "image-from-the-sides-vars": (spec(vars_a=f'vars = {{img = "{IMG}"}}', a='image = "{img}"'),
                                   f"kernel a: boots {IMG} (release "),
     "cmdline-literal-braces": (spec(b=f'image = "{IMG}"\ncmdline = "x={{{{y}}}}"'), "cmdline 'x={y}'"),
-    "cmdline-at-the-limit": (spec(b=f'image = "{IMG}"\ncmdline = "{"x" * (2047 - 90)}"'), "kernel b: boots"),
+    # perfab's options and a boot's perturbation word (up to 76 bytes, experiment.perturb) leave 1,920 to a side
+    "cmdline-at-the-limit": (spec(b=f'image = "{IMG}"\ncmdline = "{"x" * (2047 - 127)}"'), "kernel b: boots"),
     "script-for-sh": (spec(workload='argv = ["{zoo}/sh.sh"]'), "kernel a: boots"),
     "script-for-bash-carried-with-its-interpreter": (spec(workload='argv = ["{zoo}/bash.sh"]'), "kernel a: boots"),
     "script-for-awk-carried-with-its-interpreter": (spec(workload='argv = ["{zoo}/awk.awk"]'), "kernel a: boots"),

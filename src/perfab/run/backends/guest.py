@@ -104,7 +104,8 @@ class GuestBackend(Declares, declaration=GUEST):
         word = " " + longest_boot_word() if exp.perturb else ""  # the longest a boot's perturbation adds
         self.specs = preflight.check_sides(
             exp, variants, self.measure,
-            lambda side: qemu.kernel_cmdline(qemu.BootRequest("", ("/",), cmdline=side + word), accel))
+            lambda side: qemu.kernel_cmdline(qemu.BootRequest("", ("/",), cmdline=side + word,
+                                                              randomized=exp.perturb), accel))
 
     def needs_plugin(self, exp: Experiment) -> str | None:
         """The key that asks for what only the TCG plugin counts (cache_sim, a declared count row), or None."""
