@@ -74,6 +74,8 @@ CONFIGS = {c.name: c for c in (
            "cache_sim = true\n"),
     Config("tlbflush-4", 4, "initramfs", (str(REPO / "build/tlbflush"), "-t", "4", "-n", "300"), None,
            'interrupts = ["TLB", "CAL"]\n'),
+    Config("nginx-1", 1, "initramfs", ("ab", "-q", "-n", "100", "-c", "4", "http://127.0.0.1:8089/"), "ab",
+           'files = ["examples/workloads/nginx.conf", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf"]\n', NGINX),
     Config("nginx-1-host", 1, "host", ("ab", "-q", "-n", "100", "-c", "4", "http://127.0.0.1:8089/"), "ab", "",
            NGINX),
     Config("syscalls-4-host", 4, "host", (str(REPO / "build/syscalls"), "2000"), None, ""),

@@ -67,3 +67,23 @@ def test_a_folder_this_process_makes_holds_its_owner_lock_until_released(tmp_pat
         assert scratch._owner_gone(folder) is False  # held (flock locks of two descriptors conflict)
         assert scratch.sweep(str(tmp_path)) == []
     assert not folder.exists() and str(folder) not in scratch._HELD
+
+
+def test_prune_keeps_the_newest_and_every_recently_used_saved_guest(tmp_path):
+    """Two sessions side by side share the cache: one's prune must not push out the other's boots, used within
+    the last two hours, whatever the number it keeps; older ones beyond it go."""
+    import os
+    import time
+
+    from perfab.kernel.snapshot import RECENT_S, prune
+
+    now = time.time()
+    ages = {"new1": 10, "new2": 20, "recent": RECENT_S - 60, "old1": RECENT_S + 60, "old2": RECENT_S + 120}
+    for name, age in ages.items():
+        for suffix in (".state", ".json"):
+            path = tmp_path / f"{name}{suffix}"
+            path.write_text("x")
+            os.utime(path, (now - age, now - age))
+    prune(tmp_path, keep=2, now=now)
+    assert sorted(p.stem for p in tmp_path.glob("*.state")) == ["new1", "new2", "recent"]
+    assert not (tmp_path / "old1.json").exists()

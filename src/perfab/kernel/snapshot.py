@@ -35,7 +35,8 @@ plugin model.  A boot that finds another saving the same key boots to the
 point and goes on without saving.  The ``KEEP`` most recently used states
 are kept, or as many as the session's boots need (``perfab.replication``:
 each boot of each side is a saved guest of its own, its command line
-carrying its perturbation).
+carrying its perturbation), and any used in the last ``RECENT_S``: sessions
+running side by side share the cache.
 """
 
 from __future__ import annotations
@@ -314,14 +315,22 @@ def _write_json(path: Path, body: dict) -> None:
     os.replace(tmp, path)
 
 
-def prune(where: Path, keep: int = KEEP) -> None:
-    """Keep the ``keep`` most recently used saved guests under ``where``; remove the others' files."""
+RECENT_S = 2 * 3600.0  # a saved guest used this recently may be another session's boot: never pruned
+
+
+def prune(where: Path, keep: int = KEEP, now: float | None = None) -> None:
+    """Keep the ``keep`` most recently used saved guests under ``where``, and every one used within ``RECENT_S``:
+    sessions running side by side share the cache, and one session's boots must not push out another's (its
+    later runs would boot again); remove the others' files."""
     states = []
     for state in where.glob("*.state"):
         try:
             states.append((state.stat().st_mtime, state))
         except OSError:
             continue  # removed meanwhile
-    for _, state in sorted(states, reverse=True)[keep:]:
+    now = time.time() if now is None else now
+    for used, state in sorted(states, reverse=True)[keep:]:
+        if now - used < RECENT_S:
+            continue
         for path in (state, state.with_suffix(".json"), state.with_suffix(".lock")):
             path.unlink(missing_ok=True)
